@@ -1,0 +1,145 @@
+//! The kernel as the front end read it: a small, spanned syntax tree for the
+//! DSL subset of Rust. Nothing here is typed or shaped yet; `check` does that.
+
+use crate::dtype::DType;
+use proc_macro2::{Ident, Span};
+
+/// A whole `#[tile::kernel]` function.
+pub struct Kernel {
+    pub name: Ident,
+    pub vis: syn::Visibility,
+    /// Doc comments and other outer attributes, carried onto the generated module.
+    pub attrs: Vec<syn::Attribute>,
+    pub consts: Vec<ConstParam>,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
+    /// `num_warps = N` from the attribute.
+    pub num_warps: Option<u32>,
+}
+
+/// A `const NAME: usize` generic parameter and the values to build it for.
+pub struct ConstParam {
+    pub name: Ident,
+    pub values: Vec<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamKind {
+    /// `&Tensor<T>` (read only) or `&mut Tensor<T>`.
+    Tensor { dtype: DType, mutable: bool },
+    /// A scalar passed by value.
+    Scalar(DType),
+}
+
+pub struct Param {
+    pub name: Ident,
+    pub kind: ParamKind,
+}
+
+pub enum Stmt {
+    Let {
+        name: Ident,
+        mutable: bool,
+        ann: Option<(DType, Span)>,
+        init: Expr,
+    },
+    Assign {
+        name: Ident,
+        value: Expr,
+        span: Span,
+    },
+    Expr(Expr),
+    For {
+        var: Option<Ident>,
+        lo: Expr,
+        hi: Expr,
+        body: Vec<Stmt>,
+        span: Span,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        els: Vec<Stmt>,
+        span: Span,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+pub enum Expr {
+    Int(i64, Option<DType>, Span),
+    Float(f64, Option<DType>, Span),
+    Bool(bool, Span),
+    Var(Ident),
+    /// `f32::INFINITY` and friends.
+    Path(Vec<Ident>, Span),
+    Binary(BinOp, Box<Expr>, Box<Expr>, Span),
+    Unary(UnOp, Box<Expr>, Span),
+    Call {
+        func: Ident,
+        generics: Vec<syn::GenericArgument>,
+        args: Vec<Expr>,
+        span: Span,
+    },
+    Method {
+        recv: Box<Expr>,
+        method: Ident,
+        generics: Vec<syn::GenericArgument>,
+        args: Vec<Expr>,
+        span: Span,
+    },
+    Array(Vec<Expr>, Span),
+    Cast(Box<Expr>, DType, Span),
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Int(_, _, s)
+            | Expr::Float(_, _, s)
+            | Expr::Bool(_, s)
+            | Expr::Path(_, s)
+            | Expr::Binary(_, _, _, s)
+            | Expr::Unary(_, _, s)
+            | Expr::Array(_, s)
+            | Expr::Cast(_, _, s) => *s,
+            Expr::Var(id) => id.span(),
+            Expr::Call { span, .. } | Expr::Method { span, .. } => *span,
+        }
+    }
+}

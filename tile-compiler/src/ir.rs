@@ -1,0 +1,346 @@
+//! The tile IR: SSA values with structured control flow.
+//!
+//! A function is a list of ops; `For` and `If` own nested op lists and pass
+//! loop-carried values explicitly (block arguments in, yields out). Every
+//! value has a [`Ty`]: a block-uniform scalar or a tile with a static shape.
+
+use crate::dtype::{DType, Ty};
+use proc_macro2::Span;
+use std::fmt;
+
+pub type ValueId = usize;
+
+/// A tensor parameter as the IR sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorParam {
+    pub name: String,
+    pub dtype: DType,
+    pub mutable: bool,
+    pub rank: usize,
+}
+
+/// A kernel parameter in signature order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Param {
+    Tensor(TensorParam),
+    Scalar { name: String, dtype: DType },
+}
+
+impl Param {
+    pub fn name(&self) -> &str {
+        match self {
+            Param::Tensor(t) => &t.name,
+            Param::Scalar { name, .. } => name,
+        }
+    }
+}
+
+/// One compiled specialization of a kernel (const values substituted).
+pub struct Func {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub values: Vec<Ty>,
+    pub body: Vec<Op>,
+    pub num_warps: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub kind: OpKind,
+    pub results: Vec<ValueId>,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ConstVal {
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Not,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Erf,
+    Abs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl BinaryOp {
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+    ArgMax,
+    ArgMin,
+}
+
+#[derive(Clone, Debug)]
+pub enum OpKind {
+    /// The value of scalar parameter `index` (in signature order).
+    ScalarParam(usize),
+    BlockId(usize),
+    NumBlocks(usize),
+    /// `tensor.shape(axis)`; `tensor` is a parameter index.
+    TensorDim { tensor: usize, axis: usize },
+    Const(ConstVal),
+    /// One element read by every thread: a block-uniform scalar (0 when out of bounds).
+    Get { tensor: usize, index: Vec<ValueId> },
+    /// A scalar repeated over the result's tile shape.
+    Splat(ValueId),
+    /// `0, 1, ..` over a 1-D tile.
+    Arange,
+    /// A tile at tile-grid `index` (element offset = index * shape), `pad` where out of bounds.
+    Load { tensor: usize, index: Vec<ValueId>, pad: ValueId },
+    /// Writes the in-bounds elements of `value` at tile-grid `index`.
+    Store { tensor: usize, index: Vec<ValueId>, value: ValueId },
+    Unary(UnaryOp, ValueId),
+    Binary(BinaryOp, ValueId, ValueId),
+    Select(ValueId, ValueId, ValueId),
+    /// Conversion to the result's dtype.
+    Cast(ValueId),
+    /// Reduction along `axis`; the result keeps the axis with size 1.
+    Reduce { op: ReduceOp, arg: ValueId, axis: usize },
+    /// Same elements in row-major order, another shape.
+    Reshape(ValueId),
+    /// Size-1 dimensions repeated to the result's shape (same rank).
+    Broadcast(ValueId),
+    Permute { arg: ValueId, perm: Vec<usize> },
+    /// Same tile, another layout; inserted by the layout pass.
+    Convert(ValueId),
+    /// `for var in lo..hi`, with loop-carried `args` initialised from `inits`
+    /// and replaced by `yields` after each iteration; results are the final values.
+    For {
+        lo: ValueId,
+        hi: ValueId,
+        var: ValueId,
+        inits: Vec<ValueId>,
+        args: Vec<ValueId>,
+        body: Vec<Op>,
+        yields: Vec<ValueId>,
+    },
+    /// A block-uniform branch; results are the yields of the branch taken.
+    If {
+        cond: ValueId,
+        then_body: Vec<Op>,
+        then_yields: Vec<ValueId>,
+        else_body: Vec<Op>,
+        else_yields: Vec<ValueId>,
+    },
+}
+
+impl OpKind {
+    /// Values this op reads directly (nested bodies not included, yields included).
+    pub fn operands(&self) -> Vec<ValueId> {
+        use OpKind::*;
+        match self {
+            ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => vec![],
+            Get { index, .. } => index.clone(),
+            Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
+            Permute { arg, .. } | Reduce { arg, .. } => vec![*arg],
+            Load { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
+            Store { index, value, .. } => index.iter().copied().chain([*value]).collect(),
+            Binary(_, a, b) => vec![*a, *b],
+            Select(c, a, b) => vec![*c, *a, *b],
+            For { lo, hi, inits, yields, .. } => [*lo, *hi]
+                .into_iter()
+                .chain(inits.iter().copied())
+                .chain(yields.iter().copied())
+                .collect(),
+            If {
+                cond,
+                then_yields,
+                else_yields,
+                ..
+            } => std::iter::once(*cond)
+                .chain(then_yields.iter().copied())
+                .chain(else_yields.iter().copied())
+                .collect(),
+        }
+    }
+
+    /// Rewrites every operand (as listed by [`operands`](Self::operands)).
+    pub fn map_operands(&mut self, mut f: impl FnMut(ValueId) -> ValueId) {
+        use OpKind::*;
+        match self {
+            ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => {}
+            Get { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
+            Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
+            Permute { arg, .. } | Reduce { arg, .. } => *arg = f(*arg),
+            Load { index, pad, .. } => {
+                index.iter_mut().for_each(|v| *v = f(*v));
+                *pad = f(*pad);
+            }
+            Store { index, value, .. } => {
+                index.iter_mut().for_each(|v| *v = f(*v));
+                *value = f(*value);
+            }
+            Binary(_, a, b) => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+            Select(c, a, b) => {
+                *c = f(*c);
+                *a = f(*a);
+                *b = f(*b);
+            }
+            For {
+                lo, hi, inits, yields, ..
+            } => {
+                *lo = f(*lo);
+                *hi = f(*hi);
+                inits.iter_mut().for_each(|v| *v = f(*v));
+                yields.iter_mut().for_each(|v| *v = f(*v));
+            }
+            If {
+                cond,
+                then_yields,
+                else_yields,
+                ..
+            } => {
+                *cond = f(*cond);
+                then_yields.iter_mut().for_each(|v| *v = f(*v));
+                else_yields.iter_mut().for_each(|v| *v = f(*v));
+            }
+        }
+    }
+
+    /// True when the op only computes its results: no memory writes, no
+    /// control flow. Such ops may be removed when unused, or shared when equal.
+    pub fn is_pure(&self) -> bool {
+        !matches!(self, OpKind::Store { .. } | OpKind::For { .. } | OpKind::If { .. })
+    }
+
+    /// The nested op lists of control flow.
+    pub fn bodies_mut(&mut self) -> Vec<&mut Vec<Op>> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => vec![then_body, else_body],
+            _ => vec![],
+        }
+    }
+
+    pub fn bodies(&self) -> Vec<&Vec<Op>> {
+        match self {
+            OpKind::For { body, .. } => vec![body],
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => vec![then_body, else_body],
+            _ => vec![],
+        }
+    }
+}
+
+impl Func {
+    pub fn ty(&self, v: ValueId) -> &Ty {
+        &self.values[v]
+    }
+
+    pub fn tensor(&self, index: usize) -> &TensorParam {
+        match &self.params[index] {
+            Param::Tensor(t) => t,
+            Param::Scalar { .. } => panic!("parameter {index} is not a tensor"),
+        }
+    }
+
+    /// Every tile shape in the function, for resource decisions.
+    pub fn tile_shapes(&self) -> impl Iterator<Item = &Vec<usize>> {
+        self.values.iter().filter_map(|t| t.shape.as_ref())
+    }
+}
+
+fn write_ops(f: &mut fmt::Formatter<'_>, func: &Func, ops: &[Op], indent: usize) -> fmt::Result {
+    let pad = "  ".repeat(indent);
+    for op in ops {
+        write!(f, "{pad}")?;
+        if !op.results.is_empty() {
+            let rs: Vec<String> = op
+                .results
+                .iter()
+                .map(|r| format!("%{r}: {}", func.values[*r]))
+                .collect();
+            write!(f, "{} = ", rs.join(", "))?;
+        }
+        match &op.kind {
+            OpKind::For {
+                lo,
+                hi,
+                var,
+                inits,
+                args,
+                body,
+                yields,
+            } => {
+                writeln!(f, "for %{var} in %{lo}..%{hi} carry {args:?} = {inits:?} {{")?;
+                write_ops(f, func, body, indent + 1)?;
+                writeln!(f, "{pad}  yield {yields:?}\n{pad}}}")?;
+            }
+            OpKind::If {
+                cond,
+                then_body,
+                then_yields,
+                else_body,
+                else_yields,
+            } => {
+                writeln!(f, "if %{cond} {{")?;
+                write_ops(f, func, then_body, indent + 1)?;
+                writeln!(f, "{pad}  yield {then_yields:?}\n{pad}}} else {{")?;
+                write_ops(f, func, else_body, indent + 1)?;
+                writeln!(f, "{pad}  yield {else_yields:?}\n{pad}}}")?;
+            }
+            other => writeln!(f, "{other:?}")?,
+        }
+    }
+    Ok(())
+}
+
+impl fmt::Display for Func {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "kernel {} (num_warps = {})", self.name, self.num_warps)?;
+        write_ops(f, self, &self.body, 1)
+    }
+}

@@ -1,0 +1,596 @@
+//! Layouts: which thread holds which tile element in which register, and the
+//! pass that gives every tile value one.
+//!
+//! All tile dimensions are powers of two, so a layout is a map from the bits
+//! of (register index, lane, warp) to the bits of the element's coordinates
+//! (a "linear layout" as in Triton, restricted to permutations). A lane or
+//! warp bit that maps to no coordinate bit means those threads hold copies.
+//! Reductions, broadcasts, reshapes and transposes are then bit relabelings.
+
+use crate::dtype::DType;
+use crate::ir::*;
+use std::collections::HashMap;
+
+/// Bit `1` of dimension `0` is written `(0, 1)`.
+pub type Bit = (usize, u32);
+
+pub const LANE_BITS: usize = 5;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    pub shape: Vec<usize>,
+    /// Register index bit i selects coordinate bit `reg[i]`.
+    pub reg: Vec<Bit>,
+    /// Lane bit i selects `lane[i]`, or nothing (lanes hold copies).
+    pub lane: Vec<Option<Bit>>,
+    /// Warp bit i selects `warp[i]`, or nothing.
+    pub warp: Vec<Option<Bit>>,
+}
+
+fn log2(n: usize) -> u32 {
+    n.trailing_zeros()
+}
+
+/// Coordinate bits of `shape` in row-major order, lowest first.
+fn row_major_bits(shape: &[usize]) -> Vec<Bit> {
+    let mut bits = Vec::new();
+    for d in (0..shape.len()).rev() {
+        for b in 0..log2(shape[d]) {
+            bits.push((d, b));
+        }
+    }
+    bits
+}
+
+impl Layout {
+    /// The default layout: each thread owns runs of `vec` contiguous elements
+    /// of the last dimension (one 16-byte access), lanes then warps cover the
+    /// tile in row-major order, and registers repeat the pattern over the rest.
+    pub fn blocked(shape: &[usize], num_warps: u32, vec: usize) -> Layout {
+        let mut bits = row_major_bits(shape).into_iter().peekable();
+        let last_bits = shape.last().map(|&n| log2(n)).unwrap_or(0);
+        let mut reg = Vec::new();
+        for _ in 0..log2(vec).min(last_bits) {
+            reg.push(bits.next().expect("bit"));
+        }
+        let lane = (0..LANE_BITS).map(|_| bits.next()).collect();
+        let warp = (0..log2(num_warps as usize)).map(|_| bits.next()).collect();
+        reg.extend(bits);
+        Layout {
+            shape: shape.to_vec(),
+            reg,
+            lane,
+            warp,
+        }
+    }
+
+    pub fn num_regs(&self) -> usize {
+        1 << self.reg.len()
+    }
+
+    fn add_bit(coord: &mut [usize], bit: Option<Bit>) {
+        if let Some((d, b)) = bit {
+            coord[d] |= 1 << b;
+        }
+    }
+
+    /// The coordinates register `r` holds in thread (lane 0, warp 0).
+    pub fn reg_coord(&self, r: usize) -> Vec<usize> {
+        let mut c = vec![0; self.shape.len()];
+        for (i, bit) in self.reg.iter().enumerate() {
+            if r >> i & 1 == 1 {
+                Self::add_bit(&mut c, Some(*bit));
+            }
+        }
+        c
+    }
+
+    /// The coordinates register `r` holds in the thread with index `tid`.
+    pub fn coord(&self, r: usize, tid: usize) -> Vec<usize> {
+        let mut c = self.reg_coord(r);
+        for (i, bit) in self.lane.iter().enumerate() {
+            if tid >> i & 1 == 1 {
+                Self::add_bit(&mut c, *bit);
+            }
+        }
+        for (i, bit) in self.warp.iter().enumerate() {
+            if tid >> (LANE_BITS + i) & 1 == 1 {
+                Self::add_bit(&mut c, *bit);
+            }
+        }
+        c
+    }
+
+    /// Thread-index bits that select no coordinate: threads differing only in
+    /// them hold the same elements.
+    pub fn replicated_mask(&self) -> u32 {
+        let mut m = 0;
+        for (i, b) in self.lane.iter().enumerate() {
+            if b.is_none() {
+                m |= 1 << i;
+            }
+        }
+        for (i, b) in self.warp.iter().enumerate() {
+            if b.is_none() {
+                m |= 1 << (LANE_BITS + i);
+            }
+        }
+        m
+    }
+
+    /// The layout of a tile of shape `to` (same rank, each dimension equal or
+    /// 1) seen from this one: bits of the collapsed dimensions disappear.
+    /// This is both the layout of a reduction's result and the layout a value
+    /// must have to be broadcast into this one without moving data.
+    pub fn project(&self, to: &[usize]) -> Layout {
+        let gone = |b: &Bit| to[b.0] == 1 && self.shape[b.0] > 1;
+        Layout {
+            shape: to.to_vec(),
+            reg: self.reg.iter().copied().filter(|b| !gone(b)).collect(),
+            lane: self.lane.iter().map(|b| b.filter(|b| !gone(b))).collect(),
+            warp: self.warp.iter().map(|b| b.filter(|b| !gone(b))).collect(),
+        }
+    }
+
+    /// The same elements seen as another row-major shape: a relabeling of bits.
+    pub fn reshape(&self, to: &[usize]) -> Layout {
+        let from_bits = row_major_bits(&self.shape);
+        let to_bits = row_major_bits(to);
+        let flat: HashMap<Bit, usize> = from_bits.iter().enumerate().map(|(i, b)| (*b, i)).collect();
+        let relabel = |b: &Bit| to_bits[flat[b]];
+        Layout {
+            shape: to.to_vec(),
+            reg: self.reg.iter().map(relabel).collect(),
+            lane: self.lane.iter().map(|b| b.as_ref().map(relabel)).collect(),
+            warp: self.warp.iter().map(|b| b.as_ref().map(relabel)).collect(),
+        }
+    }
+
+    /// Dimension `i` of the result is dimension `perm[i]` of this layout.
+    pub fn permute(&self, perm: &[usize]) -> Layout {
+        let inv: Vec<usize> = (0..perm.len())
+            .map(|d| perm.iter().position(|&p| p == d).expect("permutation"))
+            .collect();
+        let relabel = |b: &Bit| (inv[b.0], b.1);
+        Layout {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            reg: self.reg.iter().map(relabel).collect(),
+            lane: self.lane.iter().map(|b| b.as_ref().map(relabel)).collect(),
+            warp: self.warp.iter().map(|b| b.as_ref().map(relabel)).collect(),
+        }
+    }
+
+    /// When `other` holds the same elements in the same threads, only in
+    /// another register order: for each register of `other`, the register of
+    /// `self` that holds its element.
+    pub fn register_permutation(&self, other: &Layout) -> Option<Vec<usize>> {
+        if self.shape != other.shape || self.lane != other.lane || self.warp != other.warp {
+            return None;
+        }
+        let pos: Vec<usize> = other
+            .reg
+            .iter()
+            .map(|b| self.reg.iter().position(|x| x == b))
+            .collect::<Option<_>>()?;
+        if pos.len() != self.reg.len() {
+            return None;
+        }
+        Some(
+            (0..other.num_regs())
+                .map(|r| {
+                    pos.iter()
+                        .enumerate()
+                        .filter(|(i, _)| r >> i & 1 == 1)
+                        .map(|(_, p)| 1 << p)
+                        .sum()
+                })
+                .collect(),
+        )
+    }
+
+    /// How many leading registers hold consecutive elements of dimension
+    /// `dim` (a run that a vector memory access can move at once).
+    pub fn contiguous_run(&self, dim: usize) -> usize {
+        let k = self
+            .reg
+            .iter()
+            .enumerate()
+            .take_while(|(i, b)| **b == (dim, *i as u32))
+            .count();
+        1 << k
+    }
+}
+
+/// The layouts of all tile values of a function, after the pass.
+pub type Layouts = HashMap<ValueId, Layout>;
+
+/// Gives every tile value a layout and inserts the ops that move tiles
+/// between layouts. Splats, aranges and broadcasts are not placed where they
+/// are written but re-created at each use, in the layout the use needs, so
+/// they never cost a conversion.
+pub fn assign_layouts(func: &mut Func) -> Layouts {
+    let min_bytes = func
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Tensor(t) => Some(t.dtype.bytes()),
+            Param::Scalar { .. } => None,
+        })
+        .min()
+        .unwrap_or(4);
+    let mut pass = Pass {
+        values: std::mem::take(&mut func.values),
+        num_warps: func.num_warps,
+        vec: 16 / min_bytes,
+        layouts: HashMap::new(),
+        flexible: HashMap::new(),
+        cache: vec![HashMap::new()],
+    };
+    let body = std::mem::take(&mut func.body);
+    func.body = pass.block(body);
+    func.values = pass.values;
+    pass.layouts
+}
+
+struct Pass {
+    values: Vec<crate::dtype::Ty>,
+    num_warps: u32,
+    vec: usize,
+    layouts: Layouts,
+    /// Definitions re-created at each use.
+    flexible: HashMap<ValueId, OpKind>,
+    /// Re-created or converted copies, per scope: (value, layout) -> copy.
+    cache: Vec<HashMap<(ValueId, Layout), ValueId>>,
+}
+
+impl Pass {
+    fn blocked(&self, shape: &[usize]) -> Layout {
+        Layout::blocked(shape, self.num_warps, self.vec)
+    }
+
+    fn is_tile(&self, v: ValueId) -> bool {
+        !self.values[v].is_scalar()
+    }
+
+    /// The layout a value has or, for a flexible one, the default.
+    fn natural(&self, v: ValueId) -> Layout {
+        match self.layouts.get(&v) {
+            Some(l) => l.clone(),
+            None => self.blocked(self.values[v].shape.as_ref().expect("tile")),
+        }
+    }
+
+    fn cached(&self, key: &(ValueId, Layout)) -> Option<ValueId> {
+        self.cache.iter().rev().find_map(|c| c.get(key).copied())
+    }
+
+    /// `v` in layout `l`, emitting whatever is needed into `out`.
+    fn materialize(&mut self, v: ValueId, l: &Layout, out: &mut Vec<Op>, span: proc_macro2::Span) -> ValueId {
+        if !self.is_tile(v) || self.layouts.get(&v) == Some(l) {
+            return v;
+        }
+        let key = (v, l.clone());
+        if let Some(c) = self.cached(&key) {
+            return c;
+        }
+        let kind = match self.flexible.get(&v).cloned() {
+            Some(OpKind::Broadcast(a)) => {
+                let from = self.values[a].shape.clone().expect("tile");
+                let a2 = self.materialize(a, &l.project(&from), out, span);
+                OpKind::Broadcast(a2)
+            }
+            Some(k) => k,
+            None => OpKind::Convert(v),
+        };
+        let ty = self.values[v].clone();
+        self.values.push(ty);
+        let nv = self.values.len() - 1;
+        self.layouts.insert(nv, l.clone());
+        out.push(Op {
+            kind,
+            results: vec![nv],
+            span,
+        });
+        self.cache.last_mut().expect("scope").insert(key, nv);
+        nv
+    }
+
+    fn block(&mut self, ops: Vec<Op>) -> Vec<Op> {
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            self.op(op, &mut out);
+        }
+        out
+    }
+
+    fn scoped_block(&mut self, ops: Vec<Op>) -> Vec<Op> {
+        self.cache.push(HashMap::new());
+        let b = self.block(ops);
+        self.cache.pop();
+        b
+    }
+
+    fn op(&mut self, mut op: Op, out: &mut Vec<Op>) {
+        let span = op.span;
+        let result = op.results.first().copied();
+        let result_is_tile = result.is_some_and(|r| self.is_tile(r));
+        match &mut op.kind {
+            OpKind::Splat(_) | OpKind::Arange | OpKind::Broadcast(_) if result_is_tile => {
+                self.flexible.insert(result.expect("result"), op.kind.clone());
+                return;
+            }
+            OpKind::Load { .. } => {
+                let r = result.expect("load result");
+                let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));
+                self.layouts.insert(r, l);
+            }
+            OpKind::Store { value, .. } => {
+                let l = self.natural(*value);
+                *value = self.materialize(*value, &l, out, span);
+            }
+            OpKind::Unary(_, _) | OpKind::Binary(..) | OpKind::Select(..) | OpKind::Cast(_) if result_is_tile => {
+                let operands = op.kind.operands();
+                let anchor = operands
+                    .iter()
+                    .find(|v| self.is_tile(**v) && !self.flexible.contains_key(v))
+                    .copied();
+                let l = match anchor {
+                    Some(a) => self.layouts[&a].clone(),
+                    None => self.blocked(self.values[result.expect("result")].shape.as_ref().expect("tile")),
+                };
+                let mut mapped = HashMap::new();
+                for v in operands {
+                    let m = self.materialize(v, &l, out, span);
+                    mapped.insert(v, m);
+                }
+                op.kind.map_operands(|v| mapped[&v]);
+                self.layouts.insert(result.expect("result"), l);
+            }
+            OpKind::Reduce { arg, axis, .. } => {
+                let l = self.natural(*arg);
+                *arg = self.materialize(*arg, &l, out, span);
+                let mut to = l.shape.clone();
+                to[*axis] = 1;
+                self.layouts.insert(result.expect("result"), l.project(&to));
+            }
+            OpKind::Reshape(arg) => {
+                let l = self.natural(*arg);
+                *arg = self.materialize(*arg, &l, out, span);
+                let r = result.expect("result");
+                let to = self.values[r].shape.clone().expect("tile");
+                self.layouts.insert(r, l.reshape(&to));
+            }
+            OpKind::Permute { arg, perm } => {
+                let l = self.natural(*arg);
+                *arg = self.materialize(*arg, &l, out, span);
+                self.layouts.insert(result.expect("result"), l.permute(perm));
+            }
+            OpKind::For { .. } => {
+                self.for_loop(op, out);
+                return;
+            }
+            OpKind::If { .. } => {
+                self.if_op(op, out);
+                return;
+            }
+            _ => {}
+        }
+        out.push(op);
+    }
+
+    fn for_loop(&mut self, op: Op, out: &mut Vec<Op>) {
+        let span = op.span;
+        let OpKind::For {
+            lo,
+            hi,
+            var,
+            inits,
+            args,
+            body,
+            yields,
+        } = op.kind
+        else {
+            unreachable!()
+        };
+        // Carried tiles start in their initial value's layout; when the body
+        // produces another layout and the initial value could be made in any,
+        // carry the body's layout instead.
+        let mut carried: Vec<Option<Layout>> = inits
+            .iter()
+            .map(|&v| self.is_tile(v).then(|| self.natural(v)))
+            .collect();
+        let mut attempt = 0;
+        let (new_body, new_yields) = loop {
+            attempt += 1;
+            for (a, l) in args.iter().zip(&carried) {
+                if let Some(l) = l {
+                    self.layouts.insert(*a, l.clone());
+                }
+            }
+            self.cache.push(HashMap::new());
+            let mut b = self.block(body.clone());
+            let mut changed = false;
+            let mut ys = Vec::new();
+            for (i, &y) in yields.iter().enumerate() {
+                let Some(l) = carried[i].clone() else {
+                    ys.push(y);
+                    continue;
+                };
+                let yl = self.natural(y);
+                if attempt < 3 && yl != l && self.flexible.contains_key(&inits[i]) && !self.flexible.contains_key(&y) {
+                    carried[i] = Some(yl);
+                    changed = true;
+                }
+                ys.push(self.materialize(y, &l, &mut b, span));
+            }
+            self.cache.pop();
+            if !changed {
+                break (b, ys);
+            }
+        };
+        let new_inits: Vec<ValueId> = inits
+            .iter()
+            .zip(&carried)
+            .map(|(&v, l)| match l {
+                Some(l) => self.materialize(v, l, out, span),
+                None => v,
+            })
+            .collect();
+        for (r, l) in op.results.iter().zip(&carried) {
+            if let Some(l) = l {
+                self.layouts.insert(*r, l.clone());
+            }
+        }
+        out.push(Op {
+            kind: OpKind::For {
+                lo,
+                hi,
+                var,
+                inits: new_inits,
+                args,
+                body: new_body,
+                yields: new_yields,
+            },
+            results: op.results,
+            span,
+        });
+    }
+
+    fn if_op(&mut self, op: Op, out: &mut Vec<Op>) {
+        let span = op.span;
+        let OpKind::If {
+            cond,
+            then_body,
+            then_yields,
+            else_body,
+            else_yields,
+        } = op.kind
+        else {
+            unreachable!()
+        };
+        let mut tb = self.scoped_block(then_body);
+        let mut eb = self.scoped_block(else_body);
+        let mut ty = Vec::new();
+        let mut ey = Vec::new();
+        for (i, (&t, &e)) in then_yields.iter().zip(&else_yields).enumerate() {
+            if !self.is_tile(t) {
+                ty.push(t);
+                ey.push(e);
+                continue;
+            }
+            // Prefer the layout of a branch that computed its value.
+            let l = if !self.flexible.contains_key(&t) {
+                self.natural(t)
+            } else {
+                self.natural(e)
+            };
+            for (y, body, ys) in [(t, &mut tb, &mut ty), (e, &mut eb, &mut ey)] {
+                self.cache.push(HashMap::new());
+                ys.push(self.materialize(y, &l, body, span));
+                self.cache.pop();
+            }
+            self.layouts.insert(op.results[i], l);
+        }
+        out.push(Op {
+            kind: OpKind::If {
+                cond,
+                then_body: tb,
+                then_yields: ty,
+                else_body: eb,
+                else_yields: ey,
+            },
+            results: op.results,
+            span,
+        });
+    }
+}
+
+/// The element type a tile is moved through shared memory as.
+pub fn smem_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::F16 | DType::BF16 => 2,
+        _ => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_layout_covers_each_element_once() {
+        for (shape, warps, vec) in [
+            (vec![1, 1024], 4, 4),
+            (vec![64, 64], 4, 4),
+            (vec![8, 2], 2, 8),
+            (vec![16], 8, 4),
+            (vec![4, 8, 16], 2, 8),
+        ] {
+            let l = Layout::blocked(&shape, warps, vec);
+            let n: usize = shape.iter().product();
+            let mut seen = vec![0usize; n];
+            let threads = 32 * warps as usize;
+            for tid in 0..threads {
+                if tid as u32 & l.replicated_mask() != 0 {
+                    continue;
+                }
+                for r in 0..l.num_regs() {
+                    let c = l.coord(r, tid);
+                    let flat = c.iter().zip(&shape).fold(0, |acc, (x, d)| acc * d + x);
+                    seen[flat] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&s| s == 1), "{shape:?}: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn blocked_layout_gives_each_thread_a_16_byte_run() {
+        let l = Layout::blocked(&[1, 4096], 8, 4);
+        assert_eq!(l.contiguous_run(1), 4);
+        assert_eq!(l.coord(0, 1), vec![0, 4]);
+        assert_eq!(l.coord(0, 32), vec![0, 128]);
+        assert_eq!(l.coord(4, 0), vec![0, 1024]);
+    }
+
+    #[test]
+    fn reduction_result_broadcasts_back_without_moving_data() {
+        let l = Layout::blocked(&[64, 64], 4, 4);
+        let reduced = l.project(&[64, 1]);
+        // Each thread holds the row sums of exactly the rows it holds.
+        for tid in 0..128 {
+            for r in 0..l.num_regs() {
+                let c = l.coord(r, tid);
+                let found = (0..reduced.num_regs()).any(|q| reduced.coord(q, tid) == vec![c[0], 0]);
+                assert!(found);
+            }
+        }
+    }
+
+    #[test]
+    fn reshape_and_permute_keep_elements_in_place() {
+        let l = Layout::blocked(&[8, 16], 2, 4);
+        let r = l.reshape(&[2, 4, 16]);
+        let p = l.permute(&[1, 0]);
+        for tid in 0..64 {
+            for q in 0..l.num_regs() {
+                let c = l.coord(q, tid);
+                let flat = c[0] * 16 + c[1];
+                let cr = r.coord(q, tid);
+                assert_eq!(cr[0] * 64 + cr[1] * 16 + cr[2], flat);
+                assert_eq!(p.coord(q, tid), vec![c[1], c[0]]);
+            }
+        }
+    }
+
+    #[test]
+    fn register_permutation_maps_equal_elements() {
+        let a = Layout::blocked(&[4, 8], 1, 4);
+        let mut b = a.clone();
+        b.reg.reverse();
+        let map = a.register_permutation(&b).expect("same threads");
+        for (rb, &ra) in map.iter().enumerate() {
+            assert_eq!(a.reg_coord(ra), b.reg_coord(rb));
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The compiler behind `#[tile::kernel]`.
+//!
+//! Pipeline, one module per stage: [`parse`] (syn to a spanned AST) →
+//! [`check`] (types, shapes, broadcasting; builds the SSA [`ir`]) →
+//! [`simplify`] (constant folding, CSE, dead code) → [`layout`] (a thread
+//! mapping for every tile, conversions inserted) → [`lower`] (per-thread PTX
+//! instructions) → [`ptx`] (text per target); and from the same IR, [`cpu`]
+//! (the reference backend as Rust). [`expand`] assembles the macro output.
+//!
+//! Kept out of the proc-macro crate so that it can be tested directly and
+//! reused by tools.
+
+pub mod ast;
+pub mod check;
+pub mod cpu;
+pub mod dtype;
+pub mod error;
+pub mod expand;
+pub mod ir;
+pub mod layout;
+pub mod lower;
+pub mod parse;
+pub mod ptx;
+pub mod simplify;
+
+pub use error::{Error, Result};
+pub use ptx::Target;
+
+use proc_macro2::TokenStream;
+
+/// Registers per thread a tile may take before the kernel is rejected.
+const MAX_ELEMS_PER_THREAD: usize = 128;
+
+/// One PTX entry: a const assignment, with or without 16-byte vector accesses.
+pub struct Variant {
+    pub consts: Vec<i64>,
+    pub vectorized: bool,
+    pub entry: String,
+    /// The `.entry` text; prepend [`Target::header`] for a module.
+    pub ptx: String,
+    pub threads: u32,
+    pub shared_bytes: usize,
+}
+
+impl Variant {
+    /// A complete PTX module for `target`.
+    pub fn module(&self, target: Target) -> String {
+        format!("{}{}", target.header(), self.ptx)
+    }
+}
+
+/// Everything the compiler produced for one kernel.
+pub struct CompiledKernel {
+    pub kernel: ast::Kernel,
+    /// Per const assignment, the checked and simplified IR (no layouts): the
+    /// CPU backend's input.
+    pub funcs: Vec<(Vec<i64>, ir::Func)>,
+    pub variants: Vec<Variant>,
+}
+
+/// Every combination of the const parameters' listed values.
+fn assignments(kernel: &ast::Kernel) -> Vec<Vec<i64>> {
+    let mut out = vec![Vec::new()];
+    for c in &kernel.consts {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                c.values.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(*v);
+                    p
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Picks `num_warps`: the hint, or one warp per 256 elements of the largest tile (1 to 16).
+fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
+    let max = func.tile_shapes().map(|s| s.iter().product::<usize>()).max().unwrap_or(1);
+    hint.unwrap_or(((max / 256).clamp(1, 16)) as u32)
+}
+
+fn describe(kernel: &ast::Kernel, values: &[i64]) -> String {
+    kernel
+        .consts
+        .iter()
+        .zip(values)
+        .map(|(c, v)| format!("{} = {v}", c.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Compiles a kernel: every specialization, both access widths.
+pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
+    let kernel = parse::parse_kernel(attr, item)?;
+    let mut funcs = Vec::new();
+    let mut variants = Vec::new();
+    for values in assignments(&kernel) {
+        let in_variant = |e: Error| {
+            if kernel.consts.is_empty() {
+                e
+            } else {
+                Error::new(e.span, format!("{} (building {})", e.message, describe(&kernel, &values)))
+            }
+        };
+        let names: Vec<(String, i64)> = kernel
+            .consts
+            .iter()
+            .zip(&values)
+            .map(|(c, v)| (c.name.to_string(), *v))
+            .collect();
+        let mut func = check::check(&kernel, &names).map_err(in_variant)?;
+        simplify::simplify(&mut func);
+        func.num_warps = choose_warps(&func, kernel.num_warps);
+        check_registers(&kernel, &func).map_err(in_variant)?;
+        let suffix: String = values.iter().map(|v| format!("_{v}")).collect();
+        for vectorized in [true, false] {
+            let mut f = ir::Func {
+                name: func.name.clone(),
+                params: func.params.clone(),
+                values: func.values.clone(),
+                body: func.body.clone(),
+                num_warps: func.num_warps,
+            };
+            let layouts = layout::assign_layouts(&mut f);
+            simplify::remove_dead(&mut f);
+            let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
+            let lowered = lower::lower(&f, &layouts, vectorized, &entry).map_err(in_variant)?;
+            variants.push(Variant {
+                consts: values.clone(),
+                vectorized,
+                entry,
+                ptx: lowered.text,
+                threads: lowered.threads,
+                shared_bytes: lowered.shared_bytes,
+            });
+        }
+        funcs.push((values, func));
+    }
+    let ranks: Vec<Vec<ir::Param>> = funcs.iter().map(|(_, f)| f.params.clone()).collect();
+    if ranks.windows(2).any(|w| w[0] != w[1]) {
+        return Err(Error::new(
+            kernel.name.span(),
+            "a tensor's rank differs between specializations: every specialization must index each tensor with the same number of coordinates",
+        ));
+    }
+    Ok(CompiledKernel {
+        kernel,
+        funcs,
+        variants,
+    })
+}
+
+/// Rejects tiles too large to live in registers with the chosen warp count.
+fn check_registers(kernel: &ast::Kernel, func: &ir::Func) -> Result<()> {
+    let threads = 32 * func.num_warps as usize;
+    for op in all_ops(&func.body) {
+        for &r in &op.results {
+            if let Some(shape) = &func.values[r].shape {
+                let per_thread = shape.iter().product::<usize>() / threads;
+                if per_thread > MAX_ELEMS_PER_THREAD {
+                    return Err(Error::new(
+                        op.span,
+                        format!(
+                            "tile {shape:?} needs {per_thread} registers per thread with num_warps = {}: the limit is {MAX_ELEMS_PER_THREAD}; use a smaller tile or raise num_warps in #[tile::kernel(.., num_warps = N)] (kernel `{}`)",
+                            func.num_warps, kernel.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn all_ops(ops: &[ir::Op]) -> Vec<&ir::Op> {
+    let mut out = Vec::new();
+    for op in ops {
+        out.push(op);
+        for b in op.kind.bodies() {
+            out.extend(all_ops(b));
+        }
+    }
+    out
+}
+
+/// The macro's entry point: the expansion, or a `compile_error!` at the mistake.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match compile(attr, item) {
+        Ok(k) => expand::expand(&k),
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+/// Compiles kernel source text (`attr` is what goes inside `#[tile::kernel(..)]`).
+pub fn compile_str(attr: &str, item: &str) -> Result<CompiledKernel> {
+    let attr: TokenStream = attr
+        .parse()
+        .map_err(|e| Error::new(proc_macro2::Span::call_site(), format!("attribute: {e}")))?;
+    let item: TokenStream = item
+        .parse()
+        .map_err(|e| Error::new(proc_macro2::Span::call_site(), format!("kernel source: {e}")))?;
+    compile(attr, item)
+}

@@ -1,0 +1,1248 @@
+//! Lowering: tile IR with layouts to per-thread PTX instructions over
+//! virtual registers.
+//!
+//! Each tile value becomes the registers its layout gives a thread (in
+//! register-index order); scalars are one register that every thread holds.
+//! Loads and stores become (vector) global accesses guarded by bounds
+//! predicates; reductions fold in-thread, then across lanes with
+//! `shfl.sync.bfly`, then across warps through shared memory; layout
+//! conversions go through shared memory unless they only reorder registers.
+
+use crate::dtype::DType;
+use crate::error::{bail, Result};
+use crate::ir::*;
+use crate::layout::{Bit, Layout, Layouts, LANE_BITS};
+use crate::ptx::{self, arith_type, f32_imm, EntryParam, RegClass, Regs};
+use std::collections::HashMap;
+
+/// Static shared memory a kernel may declare.
+pub const MAX_SHARED_BYTES: usize = 48 * 1024;
+
+/// A lowered kernel entry (module header not included).
+pub struct Lowered {
+    pub text: String,
+    pub shared_bytes: usize,
+    pub threads: u32,
+}
+
+/// Lowers one specialization. `vectorized` assumes what the runtime checks
+/// before choosing this variant: every tensor is 16-byte aligned, its last
+/// dimension is contiguous and a multiple of 16 bytes, and its other strides
+/// are multiples of 16 bytes.
+pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str) -> Result<Lowered> {
+    let mut l = Lower {
+        func,
+        entry: entry_name.to_string(),
+        layouts,
+        vectorized,
+        regs: Regs::default(),
+        prologue: Vec::new(),
+        code: Vec::new(),
+        vals: HashMap::new(),
+        tid: String::new(),
+        tensors: HashMap::new(),
+        thread_coords: HashMap::new(),
+        repl_preds: HashMap::new(),
+        specials: HashMap::new(),
+        shared_bytes: 0,
+        labels: 0,
+    };
+    let threads = func.num_warps * 32;
+    let params = l.params(entry_name);
+    l.ops(&func.body)?;
+    if l.shared_bytes > MAX_SHARED_BYTES {
+        bail!(
+            func.body.first().map(|o| o.span).unwrap_or_else(proc_macro2::Span::call_site),
+            "kernel `{}` needs {} bytes of shared memory for its reductions and layout conversions, over the {} KiB limit: use smaller tiles",
+            func.name,
+            l.shared_bytes,
+            MAX_SHARED_BYTES / 1024
+        );
+    }
+    let text = ptx::entry(entry_name, &params, threads, &l.regs, l.shared_bytes, &l.prologue, &l.code);
+    Ok(Lowered {
+        text,
+        shared_bytes: l.shared_bytes,
+        threads,
+    })
+}
+
+struct TensorRegs {
+    ptr: String,
+    dims: Vec<String>,
+    strides: Vec<String>,
+}
+
+/// Per-dimension thread coordinate registers; `None` is a constant 0.
+type Coords = Vec<Option<String>>;
+
+struct Lower<'a> {
+    func: &'a Func,
+    entry: String,
+    layouts: &'a Layouts,
+    vectorized: bool,
+    regs: Regs,
+    prologue: Vec<String>,
+    code: Vec<String>,
+    vals: HashMap<ValueId, Vec<String>>,
+    tid: String,
+    tensors: HashMap<usize, TensorRegs>,
+    thread_coords: HashMap<(Vec<Option<Bit>>, Vec<Option<Bit>>, usize), Coords>,
+    repl_preds: HashMap<u32, String>,
+    specials: HashMap<String, String>,
+    shared_bytes: usize,
+    labels: usize,
+}
+
+/// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
+struct Access {
+    first: usize,
+    width: usize,
+    addr: String,
+    imm: usize,
+    pred: String,
+}
+
+fn mov_type(class: RegClass) -> &'static str {
+    match class {
+        RegClass::Pred => "pred",
+        RegClass::B16 => "b16",
+        RegClass::B32 => "b32",
+        RegClass::F32 => "f32",
+        RegClass::B64 => "b64",
+    }
+}
+
+/// Row-major strides of a shape, in elements.
+fn row_strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+fn flat(coord: &[usize], shape: &[usize]) -> usize {
+    coord.iter().zip(row_strides(shape)).map(|(c, s)| c * s).sum()
+}
+
+fn addr(base: &str, imm: usize) -> String {
+    if imm == 0 {
+        format!("[{base}]")
+    } else {
+        format!("[{base}+{imm}]")
+    }
+}
+
+impl<'a> Lower<'a> {
+    fn emit(&mut self, s: impl Into<String>) {
+        self.code.push(s.into());
+    }
+
+    fn reg(&mut self, class: RegClass) -> String {
+        self.regs.new_reg(class)
+    }
+
+    fn layout(&self, v: ValueId) -> &'a Layout {
+        &self.layouts[&v]
+    }
+
+    fn dtype(&self, v: ValueId) -> DType {
+        self.func.values[v].dtype
+    }
+
+    fn label(&mut self, what: &str) -> String {
+        self.labels += 1;
+        format!("$L{what}{}", self.labels)
+    }
+
+    // ---- entry and prologue ----------------------------------------------
+
+    fn params(&mut self, entry: &str) -> Vec<EntryParam> {
+        let mut out = Vec::new();
+        self.tid = self.reg(RegClass::B32);
+        let tid = self.tid.clone();
+        self.prologue.push(format!("mov.u32 {tid}, %tid.x;"));
+        for (i, p) in self.func.params.iter().enumerate() {
+            match p {
+                Param::Tensor(t) => {
+                    let name = format!("{entry}_p{i}_ptr");
+                    let raw = self.reg(RegClass::B64);
+                    let ptr = self.reg(RegClass::B64);
+                    self.prologue.push(format!("ld.param.u64 {raw}, [{name}];"));
+                    self.prologue.push(format!("cvta.to.global.u64 {ptr}, {raw};"));
+                    out.push(EntryParam { name, ty: "u64" });
+                    let mut dims = Vec::new();
+                    let mut strides = Vec::new();
+                    for (kind, list) in [("d", &mut dims), ("s", &mut strides)] {
+                        for d in 0..t.rank {
+                            let name = format!("{entry}_p{i}_{kind}{d}");
+                            let r = self.reg(RegClass::B32);
+                            self.prologue.push(format!("ld.param.u32 {r}, [{name}];"));
+                            out.push(EntryParam { name, ty: "u32" });
+                            list.push(r);
+                        }
+                    }
+                    self.tensors.insert(i, TensorRegs { ptr, dims, strides });
+                }
+                Param::Scalar { dtype, .. } => {
+                    let name = format!("{entry}_p{i}");
+                    let ty = match dtype {
+                        DType::F32 => "f32",
+                        DType::U32 => "u32",
+                        _ => "s32",
+                    };
+                    out.push(EntryParam { name, ty });
+                }
+            }
+        }
+        out
+    }
+
+    fn special(&mut self, name: &str) -> String {
+        if let Some(r) = self.specials.get(name) {
+            return r.clone();
+        }
+        let r = self.reg(RegClass::B32);
+        self.prologue.push(format!("mov.u32 {r}, {name};"));
+        self.specials.insert(name.to_string(), r.clone());
+        r
+    }
+
+    /// The coordinates of this thread's first element in layout `l`, per dimension.
+    fn coords(&mut self, l: &Layout) -> Coords {
+        let key = (l.lane.clone(), l.warp.clone(), l.shape.len());
+        if let Some(c) = self.thread_coords.get(&key) {
+            return c.clone();
+        }
+        // Thread-index bit i (lanes first, then warps) selects coordinate bit bits[i].
+        let bits: Vec<Option<Bit>> = l.lane.iter().chain(&l.warp).copied().collect();
+        let mut coords: Coords = vec![None; l.shape.len()];
+        let mut i = 0;
+        while i < bits.len() {
+            let Some((d, b)) = bits[i] else {
+                i += 1;
+                continue;
+            };
+            // A run of thread bits that select consecutive bits of one dimension.
+            let mut len = 1;
+            while i + len < bits.len() && bits[i + len] == Some((d, b + len as u32)) {
+                len += 1;
+            }
+            let t = self.reg(RegClass::B32);
+            self.prologue.push(format!("bfe.u32 {t}, {}, {i}, {len};", self.tid));
+            if b > 0 {
+                self.prologue.push(format!("shl.b32 {t}, {t}, {b};"));
+            }
+            coords[d] = Some(match coords[d].take() {
+                None => t,
+                Some(prev) => {
+                    let s = self.reg(RegClass::B32);
+                    self.prologue.push(format!("or.b32 {s}, {prev}, {t};"));
+                    s
+                }
+            });
+            i += len;
+        }
+        self.thread_coords.insert(key, coords.clone());
+        coords
+    }
+
+    /// True in the one thread of each group of copies (see `Layout::replicated_mask`).
+    fn owner_pred(&mut self, mask: u32) -> Option<String> {
+        if mask == 0 {
+            return None;
+        }
+        if let Some(p) = self.repl_preds.get(&mask) {
+            return Some(p.clone());
+        }
+        let t = self.reg(RegClass::B32);
+        let p = self.reg(RegClass::Pred);
+        self.prologue.push(format!("and.b32 {t}, {}, {mask};", self.tid));
+        self.prologue.push(format!("setp.eq.u32 {p}, {t}, 0;"));
+        self.repl_preds.insert(mask, p.clone());
+        Some(p)
+    }
+
+    /// The row-major flat index of this thread's coordinates in `shape`.
+    fn thread_flat(&mut self, coords: &Coords, shape: &[usize]) -> Option<String> {
+        let mut acc: Option<String> = None;
+        for (c, s) in coords.iter().zip(row_strides(shape)) {
+            let Some(c) = c else { continue };
+            let term = if s == 1 {
+                c.clone()
+            } else {
+                let t = self.reg(RegClass::B32);
+                self.emit(format!("shl.b32 {t}, {c}, {};", s.trailing_zeros()));
+                t
+            };
+            acc = Some(match acc {
+                None => term,
+                Some(a) => {
+                    let t = self.reg(RegClass::B32);
+                    self.emit(format!("add.s32 {t}, {a}, {term};"));
+                    t
+                }
+            });
+        }
+        acc
+    }
+
+    /// The shared-memory address of this thread's first element, `bytes` per element.
+    fn smem_base(&mut self, l: &Layout, bytes: usize) -> String {
+        let coords = self.coords(l);
+        let base = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {base}, smem;"));
+        let Some(f) = self.thread_flat(&coords, &l.shape) else {
+            return base;
+        };
+        let t = self.reg(RegClass::B32);
+        self.emit(format!("mad.lo.s32 {t}, {f}, {bytes}, {base};"));
+        t
+    }
+
+    // ---- element-wise helpers ------------------------------------------------
+
+    fn mov(&mut self, class: RegClass, dst: &str, src: &str) {
+        self.emit(format!("mov.{} {dst}, {src};", mov_type(class)));
+    }
+
+    fn copy(&mut self, class: RegClass, src: &str) -> String {
+        let d = self.reg(class);
+        self.mov(class, &d, src);
+        d
+    }
+
+    fn to_f32(&mut self, r: &str, dtype: DType) -> String {
+        match dtype {
+            DType::F16 | DType::BF16 => {
+                let f = self.reg(RegClass::F32);
+                self.emit(format!("cvt.f32.{} {f}, {r};", arith_type(dtype)));
+                f
+            }
+            _ => r.to_string(),
+        }
+    }
+
+    fn from_f32(&mut self, r: &str, dtype: DType) -> String {
+        match dtype {
+            DType::F16 | DType::BF16 => {
+                let h = self.reg(RegClass::B16);
+                self.emit(format!("cvt.rn.{}.f32 {h}, {r};", arith_type(dtype)));
+                h
+            }
+            _ => r.to_string(),
+        }
+    }
+
+    fn constant(&mut self, c: ConstVal, dtype: DType) -> String {
+        match (c, dtype) {
+            (ConstVal::Bool(b), _) => {
+                let r = self.reg(RegClass::B32);
+                let p = self.reg(RegClass::Pred);
+                self.emit(format!("mov.u32 {r}, {};", b as u32));
+                self.emit(format!("setp.ne.u32 {p}, {r}, 0;"));
+                p
+            }
+            (ConstVal::Int(i), DType::I32 | DType::U32) => {
+                let r = self.reg(RegClass::B32);
+                self.emit(format!("mov.b32 {r}, {};", i as u32));
+                r
+            }
+            (ConstVal::Int(i), d) => self.constant(ConstVal::Float(i as f64), d),
+            (ConstVal::Float(x), d) => {
+                let f = self.reg(RegClass::F32);
+                self.emit(format!("mov.f32 {f}, {};", f32_imm(x)));
+                self.from_f32(&f, d)
+            }
+        }
+    }
+
+    fn f32_const(&mut self, x: f64) -> String {
+        self.constant(ConstVal::Float(x), DType::F32)
+    }
+
+    fn unary(&mut self, op: UnaryOp, dtype: DType, a: &str) -> String {
+        if dtype.is_half() {
+            let x = self.to_f32(a, dtype);
+            let y = self.unary(op, DType::F32, &x);
+            return self.from_f32(&y, dtype);
+        }
+        let class = RegClass::of(dtype);
+        let d = self.reg(class);
+        let t = arith_type(dtype);
+        match (op, dtype) {
+            (UnaryOp::Not, DType::Bool) => self.emit(format!("not.pred {d}, {a};")),
+            (UnaryOp::Not, _) => self.emit(format!("not.b32 {d}, {a};")),
+            (UnaryOp::Neg, _) => self.emit(format!("neg.{t} {d}, {a};")),
+            (UnaryOp::Abs, _) => self.emit(format!("abs.{t} {d}, {a};")),
+            (UnaryOp::Exp, _) => {
+                let s = self.reg(RegClass::F32);
+                self.emit(format!("mul.f32 {s}, {a}, {};", f32_imm(std::f64::consts::LOG2_E)));
+                self.emit(format!("ex2.approx.f32 {d}, {s};"));
+            }
+            (UnaryOp::Exp2, _) => self.emit(format!("ex2.approx.f32 {d}, {a};")),
+            (UnaryOp::Log, _) => {
+                let s = self.reg(RegClass::F32);
+                self.emit(format!("lg2.approx.f32 {s}, {a};"));
+                self.emit(format!("mul.f32 {d}, {s}, {};", f32_imm(std::f64::consts::LN_2)));
+            }
+            (UnaryOp::Log2, _) => self.emit(format!("lg2.approx.f32 {d}, {a};")),
+            (UnaryOp::Sqrt, _) => self.emit(format!("sqrt.rn.f32 {d}, {a};")),
+            (UnaryOp::Rsqrt, _) => self.emit(format!("rsqrt.approx.f32 {d}, {a};")),
+            (UnaryOp::Tanh, _) => self.emit(format!("tanh.approx.f32 {d}, {a};")),
+            (UnaryOp::Erf, _) => return self.erf(a),
+        }
+        d
+    }
+
+    /// erf(x) = sign(x) (1 - p(t) e^{-x^2}), t = 1 / (1 + 0.3275911 |x|)
+    /// (Abramowitz & Stegun 7.1.26, absolute error under 1.5e-7).
+    fn erf(&mut self, x: &str) -> String {
+        let ax = self.reg(RegClass::F32);
+        self.emit(format!("abs.f32 {ax}, {x};"));
+        let den = self.reg(RegClass::F32);
+        self.emit(format!("fma.rn.f32 {den}, {ax}, {}, 0f3F800000;", f32_imm(0.3275911)));
+        let t = self.reg(RegClass::F32);
+        self.emit(format!("rcp.rn.f32 {t}, {den};"));
+        let coeffs = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592];
+        let mut p = self.f32_const(coeffs[0]);
+        for c in &coeffs[1..] {
+            let n = self.reg(RegClass::F32);
+            self.emit(format!("fma.rn.f32 {n}, {p}, {t}, {};", f32_imm(*c)));
+            p = n;
+        }
+        let pt = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {pt}, {p}, {t};"));
+        let sq = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {sq}, {ax}, {ax};"));
+        let arg = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {arg}, {sq}, {};", f32_imm(-std::f64::consts::LOG2_E)));
+        let e = self.reg(RegClass::F32);
+        self.emit(format!("ex2.approx.f32 {e}, {arg};"));
+        let r = self.reg(RegClass::F32);
+        self.emit(format!("neg.f32 {pt}, {pt};"));
+        self.emit(format!("fma.rn.f32 {r}, {pt}, {e}, 0f3F800000;"));
+        let d = self.reg(RegClass::F32);
+        self.emit(format!("copysign.f32 {d}, {x}, {r};"));
+        d
+    }
+
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
+        if dtype.is_half() {
+            let x = self.to_f32(a, dtype);
+            let y = self.to_f32(b, dtype);
+            let r = self.binary(op, DType::F32, &x, &y);
+            return if op.is_comparison() { r } else { self.from_f32(&r, dtype) };
+        }
+        let t = arith_type(dtype);
+        if op.is_comparison() {
+            let d = self.reg(RegClass::Pred);
+            if dtype == DType::Bool {
+                match op {
+                    BinaryOp::Ne => self.emit(format!("xor.pred {d}, {a}, {b};")),
+                    BinaryOp::Eq => {
+                        self.emit(format!("xor.pred {d}, {a}, {b};"));
+                        self.emit(format!("not.pred {d}, {d};"));
+                    }
+                    _ => unreachable!("checked: bools compare only for equality"),
+                }
+                return d;
+            }
+            let cmp = match (op, dtype.is_float()) {
+                (BinaryOp::Eq, _) => "eq",
+                (BinaryOp::Ne, true) => "neu",
+                (BinaryOp::Ne, false) => "ne",
+                (BinaryOp::Lt, _) => "lt",
+                (BinaryOp::Le, _) => "le",
+                (BinaryOp::Gt, _) => "gt",
+                _ => "ge",
+            };
+            self.emit(format!("setp.{cmp}.{t} {d}, {a}, {b};"));
+            return d;
+        }
+        let d = self.reg(RegClass::of(dtype));
+        let bits = if dtype == DType::Bool { "pred" } else { "b32" };
+        let ins = match op {
+            BinaryOp::Add => format!("add.{t}"),
+            BinaryOp::Sub => format!("sub.{t}"),
+            BinaryOp::Mul if dtype.is_float() => format!("mul.{t}"),
+            BinaryOp::Mul => format!("mul.lo.{t}"),
+            BinaryOp::Div if dtype.is_float() => format!("div.rn.{t}"),
+            BinaryOp::Div => format!("div.{t}"),
+            BinaryOp::Rem => format!("rem.{t}"),
+            BinaryOp::Max => format!("max.{t}"),
+            BinaryOp::Min => format!("min.{t}"),
+            BinaryOp::And => format!("and.{bits}"),
+            BinaryOp::Or => format!("or.{bits}"),
+            BinaryOp::Xor => format!("xor.{bits}"),
+            BinaryOp::Shl => "shl.b32".to_string(),
+            BinaryOp::Shr => format!("shr.{t}"),
+            _ => unreachable!("comparisons handled above"),
+        };
+        self.emit(format!("{ins} {d}, {a}, {b};"));
+        d
+    }
+
+    fn select(&mut self, dtype: DType, c: &str, a: &str, b: &str) -> String {
+        if dtype == DType::Bool {
+            let (x, y, d) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+            self.emit(format!("and.pred {x}, {c}, {a};"));
+            self.emit(format!("not.pred {y}, {c};"));
+            self.emit(format!("and.pred {y}, {y}, {b};"));
+            self.emit(format!("or.pred {d}, {x}, {y};"));
+            return d;
+        }
+        let class = RegClass::of(dtype);
+        let d = self.reg(class);
+        let t = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+        self.emit(format!("selp.{t} {d}, {a}, {b}, {c};"));
+        d
+    }
+
+    fn cast(&mut self, from: DType, to: DType, a: &str) -> String {
+        use DType::*;
+        if from == to {
+            return a.to_string();
+        }
+        match (from, to) {
+            (Bool, _) => {
+                let d = self.reg(RegClass::B32);
+                self.emit(format!("selp.u32 {d}, 1, 0, {a};"));
+                self.cast(U32, to, &d)
+            }
+            (_, Bool) => {
+                let p = self.reg(RegClass::Pred);
+                let cmp = if from.is_float() { "neu" } else { "ne" };
+                let x = self.to_f32(a, from);
+                let t = if from.is_float() { "f32" } else { arith_type(from) };
+                let zero = if from.is_float() { "0f00000000" } else { "0" };
+                self.emit(format!("setp.{cmp}.{t} {p}, {x}, {zero};"));
+                p
+            }
+            (I32, U32) | (U32, I32) => a.to_string(),
+            (F16 | BF16, _) => {
+                let f = self.to_f32(a, from);
+                self.cast(F32, to, &f)
+            }
+            (_, F16 | BF16) => {
+                let f = self.cast(from, F32, a);
+                self.from_f32(&f, to)
+            }
+            (F32, I32 | U32) => {
+                let d = self.reg(RegClass::B32);
+                self.emit(format!("cvt.rzi.{}.f32 {d}, {a};", arith_type(to)));
+                d
+            }
+            (I32 | U32, F32) => {
+                let d = self.reg(RegClass::F32);
+                self.emit(format!("cvt.rn.f32.{} {d}, {a};", arith_type(from)));
+                d
+            }
+            _ => unreachable!("all dtype pairs covered"),
+        }
+    }
+
+    // ---- ops ------------------------------------------------------------------
+
+    fn ops(&mut self, ops: &[Op]) -> Result<()> {
+        for op in ops {
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    fn regs_of(&self, v: ValueId) -> Vec<String> {
+        self.vals[&v].clone()
+    }
+
+    fn scalar(&self, v: ValueId) -> String {
+        self.vals[&v][0].clone()
+    }
+
+    fn op(&mut self, op: &Op) -> Result<()> {
+        let r = op.results.first().copied();
+        let out: Vec<String> = match &op.kind {
+            OpKind::ScalarParam(i) => {
+                let Param::Scalar { dtype, .. } = &self.func.params[*i] else {
+                    unreachable!()
+                };
+                let class = RegClass::of(*dtype);
+                let reg = self.reg(class);
+                let ty = match dtype {
+                    DType::F32 => "f32",
+                    DType::U32 => "u32",
+                    _ => "s32",
+                };
+                let name = format!("{}_p{i}", self.entry);
+                self.prologue.push(format!("ld.param.{ty} {reg}, [{name}];"));
+                vec![reg]
+            }
+            OpKind::BlockId(a) => vec![self.special(&format!("%ctaid.{}", ["x", "y", "z"][*a]))],
+            OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
+            OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],
+            OpKind::Const(c) => vec![self.constant(*c, self.dtype(r.expect("result")))],
+            OpKind::Get { tensor, index } => vec![self.get(*tensor, index)],
+            OpKind::Splat(s) => {
+                let n = self.layout(r.expect("result")).num_regs();
+                vec![self.scalar(*s); n]
+            }
+            OpKind::Arange => {
+                let l = self.layout(r.expect("result"));
+                let coords = self.coords(l);
+                (0..l.num_regs())
+                    .map(|q| {
+                        let k = l.reg_coord(q)[0];
+                        let d = self.reg(RegClass::B32);
+                        match &coords[0] {
+                            Some(c) => self.emit(format!("add.s32 {d}, {c}, {k};")),
+                            None => self.emit(format!("mov.b32 {d}, {k};")),
+                        }
+                        d
+                    })
+                    .collect()
+            }
+            OpKind::Load { tensor, index, pad } => self.load(*tensor, index, *pad, r.expect("result")),
+            OpKind::Store { tensor, index, value } => {
+                self.store(*tensor, index, *value);
+                vec![]
+            }
+            OpKind::Unary(u, a) => {
+                let dt = self.dtype(*a);
+                self.regs_of(*a).iter().map(|x| self.unary(*u, dt, x)).collect()
+            }
+            OpKind::Binary(b, x, y) => {
+                let dt = self.dtype(*x);
+                let (xs, ys) = (self.regs_of(*x), self.regs_of(*y));
+                xs.iter().zip(&ys).map(|(p, q)| self.binary(*b, dt, p, q)).collect()
+            }
+            OpKind::Select(c, a, b) => {
+                let dt = self.dtype(*a);
+                let (cs, xs, ys) = (self.regs_of(*c), self.regs_of(*a), self.regs_of(*b));
+                (0..xs.len()).map(|i| self.select(dt, &cs[i], &xs[i], &ys[i])).collect()
+            }
+            OpKind::Cast(a) => {
+                let (from, to) = (self.dtype(*a), self.dtype(r.expect("result")));
+                self.regs_of(*a).iter().map(|x| self.cast(from, to, x)).collect()
+            }
+            OpKind::Reduce { op: rop, arg, axis } => self.reduce(*rop, *arg, *axis, r.expect("result")),
+            OpKind::Reshape(a) | OpKind::Permute { arg: a, .. } => self.regs_of(*a),
+            OpKind::Broadcast(a) => self.broadcast(*a, r.expect("result")),
+            OpKind::Convert(a) => self.convert(*a, r.expect("result")),
+            OpKind::For {
+                lo,
+                hi,
+                var,
+                inits,
+                args,
+                body,
+                yields,
+            } => {
+                self.for_loop(*lo, *hi, *var, inits, args, body, yields, &op.results)?;
+                return Ok(());
+            }
+            OpKind::If {
+                cond,
+                then_body,
+                then_yields,
+                else_body,
+                else_yields,
+            } => {
+                self.if_op(*cond, then_body, then_yields, else_body, else_yields, &op.results)?;
+                return Ok(());
+            }
+        };
+        if let Some(r) = r {
+            self.vals.insert(r, out);
+        }
+        Ok(())
+    }
+
+    // ---- memory ---------------------------------------------------------------
+
+    fn get(&mut self, t: usize, index: &[ValueId]) -> String {
+        let param = self.func.tensor(t).clone();
+        let (ptr, dims, strides) = {
+            let tr = &self.tensors[&t];
+            (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
+        };
+        let mut off: Option<String> = None;
+        let mut pred: Option<String> = None;
+        for (d, &ix) in index.iter().enumerate() {
+            let i = self.scalar(ix);
+            let p = self.reg(RegClass::Pred);
+            self.emit(format!("setp.lt.u32 {p}, {i}, {};", dims[d]));
+            pred = Some(match pred {
+                None => p,
+                Some(q) => {
+                    let n = self.reg(RegClass::Pred);
+                    self.emit(format!("and.pred {n}, {q}, {p};"));
+                    n
+                }
+            });
+            let o = self.reg(RegClass::B32);
+            match off {
+                None => self.emit(format!("mul.lo.s32 {o}, {i}, {};", strides[d])),
+                Some(prev) => self.emit(format!("mad.lo.s32 {o}, {i}, {}, {prev};", strides[d])),
+            }
+            off = Some(o);
+        }
+        let a = self.reg(RegClass::B64);
+        let eb = param.dtype.bytes();
+        self.emit(format!("mad.wide.s32 {a}, {}, {eb}, {ptr};", off.expect("rank >= 1")));
+        let class = RegClass::of(param.dtype);
+        let d = self.reg(class);
+        let ty = if param.dtype.is_half() { "b16" } else { arith_type(param.dtype) };
+        let zero = self.constant(ConstVal::Int(0), param.dtype);
+        self.mov(class, &d, &zero);
+        let nc = if param.mutable { "" } else { ".nc" };
+        self.emit(format!("@{} ld.global{nc}.{ty} {d}, [{a}];", pred.expect("rank >= 1")));
+        d
+    }
+
+    /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
+    fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
+        let param = self.func.tensor(t).clone();
+        let rank = param.rank;
+        let eb = param.dtype.bytes();
+        let (ptr, dims, strides) = {
+            let tr = &self.tensors[&t];
+            (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
+        };
+        let coords = self.coords(l);
+        // This thread's first element along each dimension.
+        let mut base = Vec::new();
+        for d in 0..rank {
+            let ix = self.scalar(index[d]);
+            let origin = if l.shape[d] == 1 {
+                ix
+            } else {
+                let o = self.reg(RegClass::B32);
+                self.emit(format!("shl.b32 {o}, {ix}, {};", l.shape[d].trailing_zeros()));
+                o
+            };
+            base.push(match &coords[d] {
+                None => origin,
+                Some(c) => {
+                    let b = self.reg(RegClass::B32);
+                    self.emit(format!("add.s32 {b}, {origin}, {c};"));
+                    b
+                }
+            });
+        }
+        let width = if self.vectorized {
+            l.contiguous_run(rank - 1).min(16 / eb)
+        } else {
+            1
+        };
+        // With a contiguous last dimension, its offsets are immediates.
+        let strided_dims = if self.vectorized { rank - 1 } else { rank };
+        let owner = if store { self.owner_pred(l.replicated_mask()) } else { None };
+
+        let mut dim_terms: HashMap<(usize, usize), (String, String)> = HashMap::new();
+        let mut rows: HashMap<Vec<usize>, (String, Option<String>)> = HashMap::new();
+        let mut last_preds: HashMap<usize, String> = HashMap::new();
+        let mut out = Vec::new();
+        for first in (0..l.num_regs()).step_by(width) {
+            let c = l.reg_coord(first);
+            let key: Vec<usize> = c[..strided_dims].to_vec();
+            if !rows.contains_key(&key) {
+                let mut off: Option<String> = None;
+                let mut pred: Option<String> = None;
+                for d in 0..strided_dims {
+                    let k = c[d];
+                    if !dim_terms.contains_key(&(d, k)) {
+                        let pos = if k == 0 {
+                            base[d].clone()
+                        } else {
+                            let p = self.reg(RegClass::B32);
+                            self.emit(format!("add.s32 {p}, {}, {k};", base[d]));
+                            p
+                        };
+                        let inb = self.reg(RegClass::Pred);
+                        self.emit(format!("setp.lt.u32 {inb}, {pos}, {};", dims[d]));
+                        let o = self.reg(RegClass::B32);
+                        self.emit(format!("mul.lo.s32 {o}, {pos}, {};", strides[d]));
+                        dim_terms.insert((d, k), (o, inb));
+                    }
+                    let (o, inb) = dim_terms[&(d, k)].clone();
+                    off = Some(match off {
+                        None => o,
+                        Some(prev) => {
+                            let s = self.reg(RegClass::B32);
+                            self.emit(format!("add.s32 {s}, {prev}, {o};"));
+                            s
+                        }
+                    });
+                    pred = Some(match pred {
+                        None => inb,
+                        Some(q) => {
+                            let n = self.reg(RegClass::Pred);
+                            self.emit(format!("and.pred {n}, {q}, {inb};"));
+                            n
+                        }
+                    });
+                }
+                let last = rank - 1;
+                let off = if self.vectorized {
+                    match off {
+                        None => base[last].clone(),
+                        Some(o) => {
+                            let s = self.reg(RegClass::B32);
+                            self.emit(format!("add.s32 {s}, {o}, {};", base[last]));
+                            s
+                        }
+                    }
+                } else {
+                    off.expect("rank >= 1")
+                };
+                let a = self.reg(RegClass::B64);
+                self.emit(format!("mad.wide.s32 {a}, {off}, {eb}, {ptr};"));
+                rows.insert(key.clone(), (a, pred));
+            }
+            let (a, row_pred) = rows[&key].clone();
+            let mut preds: Vec<String> = row_pred.into_iter().collect();
+            let mut imm = 0;
+            if self.vectorized {
+                let k = c[rank - 1];
+                imm = k * eb;
+                if !last_preds.contains_key(&k) {
+                    let pos = if k == 0 {
+                        base[rank - 1].clone()
+                    } else {
+                        let p = self.reg(RegClass::B32);
+                        self.emit(format!("add.s32 {p}, {}, {k};", base[rank - 1]));
+                        p
+                    };
+                    let inb = self.reg(RegClass::Pred);
+                    self.emit(format!("setp.lt.u32 {inb}, {pos}, {};", dims[rank - 1]));
+                    last_preds.insert(k, inb);
+                }
+                preds.push(last_preds[&k].clone());
+            }
+            preds.extend(owner.clone());
+            let mut pred = preds[0].clone();
+            for p in &preds[1..] {
+                let n = self.reg(RegClass::Pred);
+                self.emit(format!("and.pred {n}, {pred}, {p};"));
+                pred = n;
+            }
+            out.push(Access {
+                first,
+                width,
+                addr: a,
+                imm,
+                pred,
+            });
+        }
+        out
+    }
+
+    fn load(&mut self, t: usize, index: &[ValueId], pad: ValueId, result: ValueId) -> Vec<String> {
+        let l = self.layout(result);
+        let param = self.func.tensor(t).clone();
+        let dtype = param.dtype;
+        let nc = if param.mutable { "" } else { ".nc" };
+        let pad = self.scalar(pad);
+        let accesses = self.accesses(t, index, l, false);
+        let mut regs = vec![String::new(); l.num_regs()];
+        for a in accesses {
+            let target = addr(&a.addr, a.imm);
+            if dtype.is_half() && a.width >= 2 {
+                let words = a.width / 2;
+                let packed = self.reg(RegClass::B32);
+                self.emit(format!("mov.b32 {packed}, {{{pad}, {pad}}};"));
+                let ws: Vec<String> = (0..words).map(|_| self.copy(RegClass::B32, &packed)).collect();
+                let (v, list) = if words > 1 {
+                    (format!(".v{words}"), format!("{{{}}}", ws.join(", ")))
+                } else {
+                    (String::new(), ws[0].clone())
+                };
+                self.emit(format!("@{} ld.global{nc}{v}.b32 {list}, {target};", a.pred));
+                for (i, w) in ws.iter().enumerate() {
+                    let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+                    self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                    regs[a.first + 2 * i] = lo;
+                    regs[a.first + 2 * i + 1] = hi;
+                }
+                continue;
+            }
+            let class = RegClass::of(dtype);
+            let ds: Vec<String> = (0..a.width).map(|_| self.copy(class, &pad)).collect();
+            let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+            let (v, list) = if a.width > 1 {
+                (format!(".v{}", a.width), format!("{{{}}}", ds.join(", ")))
+            } else {
+                (String::new(), ds[0].clone())
+            };
+            self.emit(format!("@{} ld.global{nc}{v}.{ty} {list}, {target};", a.pred));
+            for (i, d) in ds.into_iter().enumerate() {
+                regs[a.first + i] = d;
+            }
+        }
+        regs
+    }
+
+    fn store(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        let l = self.layout(value);
+        let dtype = self.func.tensor(t).dtype;
+        let vals = self.regs_of(value);
+        let accesses = self.accesses(t, index, l, true);
+        for a in accesses {
+            let target = addr(&a.addr, a.imm);
+            let regs = &vals[a.first..a.first + a.width];
+            let (ty, items): (&str, Vec<String>) = if dtype.is_half() && a.width >= 2 {
+                let words = regs
+                    .chunks(2)
+                    .map(|p| {
+                        let w = self.reg(RegClass::B32);
+                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        w
+                    })
+                    .collect();
+                ("b32", words)
+            } else if dtype.is_half() {
+                ("b16", regs.to_vec())
+            } else {
+                (arith_type(dtype), regs.to_vec())
+            };
+            let (v, list) = if items.len() > 1 {
+                (format!(".v{}", items.len()), format!("{{{}}}", items.join(", ")))
+            } else {
+                (String::new(), items[0].clone())
+            };
+            self.emit(format!("@{} st.global{v}.{ty} {target}, {list};", a.pred));
+        }
+    }
+
+    // ---- data movement between layouts ------------------------------------------
+
+    fn broadcast(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
+        let l = self.layout(result);
+        let src = self.regs_of(arg);
+        let from = &self.func.values[arg].shape.clone().expect("tile");
+        // Register bits of the result that survive in the argument, in order.
+        let kept: Vec<usize> = (0..l.reg.len())
+            .filter(|&i| !(from[l.reg[i].0] == 1 && l.shape[l.reg[i].0] > 1))
+            .collect();
+        (0..l.num_regs())
+            .map(|q| {
+                let r: usize = kept.iter().enumerate().map(|(j, &i)| (q >> i & 1) << j).sum();
+                src[r].clone()
+            })
+            .collect()
+    }
+
+    fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
+        let (la, lb) = (self.layout(arg), self.layout(result));
+        let src = self.regs_of(arg);
+        if let Some(perm) = la.register_permutation(lb) {
+            return perm.into_iter().map(|r| src[r].clone()).collect();
+        }
+        let dtype = self.dtype(arg);
+        let (class, ty, bytes) = match dtype {
+            DType::F16 | DType::BF16 => (RegClass::B16, "b16", 2),
+            DType::Bool => (RegClass::B32, "u32", 4),
+            DType::F32 => (RegClass::F32, "f32", 4),
+            _ => (RegClass::B32, "b32", 4),
+        };
+        let n: usize = la.shape.iter().product();
+        self.shared_bytes = self.shared_bytes.max(n * bytes);
+        let wbase = self.smem_base(la, bytes);
+        let owner = self.owner_pred(la.replicated_mask());
+        self.emit("bar.sync 0;");
+        for (r, v) in src.iter().enumerate() {
+            let v = if dtype == DType::Bool { self.cast(DType::Bool, DType::U32, v) } else { v.clone() };
+            let imm = flat(&la.reg_coord(r), &la.shape) * bytes;
+            let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
+            self.emit(format!("{guard}st.shared.{ty} {}, {v};", addr(&wbase, imm)));
+        }
+        self.emit("bar.sync 0;");
+        let rbase = self.smem_base(lb, bytes);
+        (0..lb.num_regs())
+            .map(|q| {
+                let d = self.reg(class);
+                let imm = flat(&lb.reg_coord(q), &lb.shape) * bytes;
+                self.emit(format!("ld.shared.{ty} {d}, {};", addr(&rbase, imm)));
+                if dtype == DType::Bool {
+                    self.cast(DType::U32, DType::Bool, &d)
+                } else {
+                    d
+                }
+            })
+            .collect()
+    }
+
+    // ---- reductions ------------------------------------------------------------
+
+    fn combine(&mut self, op: ReduceOp, dtype: DType, a: &str, b: &str) -> String {
+        let bop = match op {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Max => BinaryOp::Max,
+            _ => BinaryOp::Min,
+        };
+        self.binary(bop, dtype, a, b)
+    }
+
+    /// Picks `(bv, bi)` over `(av, ai)` when it is larger (smaller for argmin),
+    /// or equal with a smaller index.
+    fn combine_arg(&mut self, op: ReduceOp, a: (&str, &str), b: (&str, &str)) -> (String, String) {
+        let cmp = if op == ReduceOp::ArgMax { "gt" } else { "lt" };
+        let (p, q, s) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+        self.emit(format!("setp.{cmp}.f32 {p}, {}, {};", b.0, a.0));
+        self.emit(format!("setp.eq.f32 {q}, {}, {};", b.0, a.0));
+        self.emit(format!("setp.lt.s32 {s}, {}, {};", b.1, a.1));
+        self.emit(format!("and.pred {q}, {q}, {s};"));
+        self.emit(format!("or.pred {p}, {p}, {q};"));
+        let (v, i) = (self.reg(RegClass::F32), self.reg(RegClass::B32));
+        self.emit(format!("selp.f32 {v}, {}, {}, {p};", b.0, a.0));
+        self.emit(format!("selp.b32 {i}, {}, {}, {p};", b.1, a.1));
+        (v, i)
+    }
+
+    fn reduce(&mut self, op: ReduceOp, arg: ValueId, axis: usize, result: ValueId) -> Vec<String> {
+        let (la, lr) = (self.layout(arg), self.layout(result));
+        let in_dtype = self.dtype(arg);
+        let is_arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
+        // Floats reduce in f32; arg-reductions compare as f32 too.
+        let acc_dtype = if in_dtype.is_float() || is_arg { DType::F32 } else { in_dtype };
+        let src: Vec<String> = self
+            .regs_of(arg)
+            .iter()
+            .map(|r| {
+                if in_dtype == acc_dtype {
+                    r.clone()
+                } else {
+                    self.cast(in_dtype, acc_dtype, r)
+                }
+            })
+            .collect();
+        let idx: Vec<String> = if is_arg {
+            let coords = self.coords(la);
+            (0..la.num_regs())
+                .map(|r| {
+                    let k = la.reg_coord(r)[axis];
+                    let d = self.reg(RegClass::B32);
+                    match &coords[axis] {
+                        Some(c) => self.emit(format!("add.s32 {d}, {c}, {k};")),
+                        None => self.emit(format!("mov.b32 {d}, {k};")),
+                    }
+                    d
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        // 1. Inside each thread.
+        let keep: Vec<usize> = (0..la.reg.len()).filter(|&i| la.reg[i].0 != axis).collect();
+        let fold: Vec<usize> = (0..la.reg.len()).filter(|&i| la.reg[i].0 == axis).collect();
+        let mut vals = Vec::new();
+        let mut idxs = Vec::new();
+        for q in 0..lr.num_regs() {
+            let base: usize = keep.iter().enumerate().map(|(j, &i)| (q >> j & 1) << i).sum();
+            let mut members: Vec<(String, String)> = (0..1usize << fold.len())
+                .map(|m| {
+                    let r = base | fold.iter().enumerate().map(|(j, &i)| (m >> j & 1) << i).sum::<usize>();
+                    (src[r].clone(), idx.get(r).cloned().unwrap_or_default())
+                })
+                .collect();
+            // Pairwise tree: shorter dependency chains and better rounding for sums.
+            while members.len() > 1 {
+                let mut next = Vec::new();
+                for pair in members.chunks(2) {
+                    next.push(if is_arg {
+                        self.combine_arg(op, (&pair[0].0, &pair[0].1), (&pair[1].0, &pair[1].1))
+                    } else {
+                        (self.combine(op, acc_dtype, &pair[0].0, &pair[1].0), String::new())
+                    });
+                }
+                members = next;
+            }
+            let (v, i) = members.pop().expect("one member");
+            vals.push(v);
+            idxs.push(i);
+        }
+
+        // 2. Across the lanes of a warp.
+        for (bit, b) in la.lane.iter().enumerate() {
+            if !matches!(b, Some((d, _)) if *d == axis) {
+                continue;
+            }
+            for q in 0..vals.len() {
+                let ov = self.reg(RegClass::of(acc_dtype));
+                self.emit(format!("shfl.sync.bfly.b32 {ov}, {}, {}, 31, -1;", vals[q], 1 << bit));
+                if is_arg {
+                    let oi = self.reg(RegClass::B32);
+                    self.emit(format!("shfl.sync.bfly.b32 {oi}, {}, {}, 31, -1;", idxs[q], 1 << bit));
+                    let (v, i) = self.combine_arg(op, (&vals[q], &idxs[q]), (&ov, &oi));
+                    vals[q] = v;
+                    idxs[q] = i;
+                } else {
+                    vals[q] = self.combine(op, acc_dtype, &vals[q], &ov);
+                }
+            }
+        }
+
+        // 3. Across warps, through shared memory.
+        let wbits: Vec<usize> = (0..la.warp.len())
+            .filter(|&i| matches!(la.warp[i], Some((d, _)) if d == axis))
+            .collect();
+        if !wbits.is_empty() {
+            let n: usize = lr.shape.iter().product();
+            let k = 1usize << wbits.len();
+            let region = k * n * 4;
+            self.shared_bytes = self.shared_bytes.max(if is_arg { 2 * region } else { region });
+            // The warp's position along the axis, compacted: which partial it holds.
+            let j = self.reg(RegClass::B32);
+            self.emit(format!("mov.b32 {j}, 0;"));
+            for (pos, &w) in wbits.iter().enumerate() {
+                let t = self.reg(RegClass::B32);
+                self.emit(format!("bfe.u32 {t}, {}, {}, 1;", self.tid, LANE_BITS + w));
+                self.emit(format!("shl.b32 {t}, {t}, {pos};"));
+                self.emit(format!("or.b32 {j}, {j}, {t};"));
+            }
+            let rbase = self.smem_base(lr, 4);
+            let wbase = self.reg(RegClass::B32);
+            self.emit(format!("mad.lo.s32 {wbase}, {j}, {}, {rbase};", n * 4));
+            let wmask = lr.replicated_mask() & !wbits.iter().map(|w| 1u32 << (LANE_BITS + w)).sum::<u32>();
+            let owner = self.owner_pred(wmask);
+            let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
+            let vty = if acc_dtype == DType::F32 { "f32" } else { "b32" };
+            self.emit("bar.sync 0;");
+            for q in 0..vals.len() {
+                let imm = flat(&lr.reg_coord(q), &lr.shape) * 4;
+                self.emit(format!("{guard}st.shared.{vty} {}, {};", addr(&wbase, imm), vals[q]));
+                if is_arg {
+                    self.emit(format!("{guard}st.shared.b32 {}, {};", addr(&wbase, imm + region), idxs[q]));
+                }
+            }
+            self.emit("bar.sync 0;");
+            for q in 0..vals.len() {
+                let at = flat(&lr.reg_coord(q), &lr.shape) * 4;
+                let mut acc: Option<(String, String)> = None;
+                for part in 0..k {
+                    let imm = at + part * n * 4;
+                    let v = self.reg(RegClass::of(acc_dtype));
+                    self.emit(format!("ld.shared.{vty} {v}, {};", addr(&rbase, imm)));
+                    let i = if is_arg {
+                        let i = self.reg(RegClass::B32);
+                        self.emit(format!("ld.shared.b32 {i}, {};", addr(&rbase, imm + region)));
+                        i
+                    } else {
+                        String::new()
+                    };
+                    acc = Some(match acc {
+                        None => (v, i),
+                        Some((av, ai)) if is_arg => self.combine_arg(op, (&av, &ai), (&v, &i)),
+                        Some((av, _)) => (self.combine(op, acc_dtype, &av, &v), String::new()),
+                    });
+                }
+                let (v, i) = acc.expect("at least one partial");
+                vals[q] = v;
+                idxs[q] = i;
+            }
+        }
+        if is_arg {
+            return idxs;
+        }
+        if acc_dtype == in_dtype {
+            vals
+        } else {
+            vals.iter().map(|v| self.cast(acc_dtype, in_dtype, v)).collect()
+        }
+    }
+
+    // ---- control flow -------------------------------------------------------------
+
+    fn classes(&self, v: ValueId) -> RegClass {
+        RegClass::of(self.dtype(v))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn for_loop(
+        &mut self,
+        lo: ValueId,
+        hi: ValueId,
+        var: ValueId,
+        inits: &[ValueId],
+        args: &[ValueId],
+        body: &[Op],
+        yields: &[ValueId],
+        results: &[ValueId],
+    ) -> Result<()> {
+        let mut carried = Vec::new();
+        for (&init, &arg) in inits.iter().zip(args) {
+            let class = self.classes(arg);
+            let regs: Vec<String> = self.regs_of(init).iter().map(|r| self.copy(class, r)).collect();
+            self.vals.insert(arg, regs.clone());
+            carried.push(regs);
+        }
+        let i = self.copy(RegClass::B32, &self.scalar(lo));
+        self.vals.insert(var, vec![i.clone()]);
+        let (head, end) = (self.label("loop"), self.label("done"));
+        let done = self.reg(RegClass::Pred);
+        self.emit(format!("{head}:"));
+        self.emit(format!("setp.ge.s32 {done}, {i}, {};", self.scalar(hi)));
+        self.emit(format!("@{done} bra {end};"));
+        self.ops(body)?;
+        // Parallel copy: read every yield before overwriting any carried register.
+        let mut temps = Vec::new();
+        for (&y, &arg) in yields.iter().zip(args) {
+            let class = self.classes(arg);
+            let t: Vec<String> = self.regs_of(y).iter().map(|r| self.copy(class, r)).collect();
+            temps.push((class, t));
+        }
+        for ((class, t), regs) in temps.iter().zip(&carried) {
+            for (d, s) in regs.iter().zip(t) {
+                self.mov(*class, d, s);
+            }
+        }
+        self.emit(format!("add.s32 {i}, {i}, 1;"));
+        self.emit(format!("bra {head};"));
+        self.emit(format!("{end}:"));
+        for (&r, regs) in results.iter().zip(carried) {
+            self.vals.insert(r, regs);
+        }
+        Ok(())
+    }
+
+    fn if_op(
+        &mut self,
+        cond: ValueId,
+        then_body: &[Op],
+        then_yields: &[ValueId],
+        else_body: &[Op],
+        else_yields: &[ValueId],
+        results: &[ValueId],
+    ) -> Result<()> {
+        let outs: Vec<(RegClass, Vec<String>)> = results
+            .iter()
+            .map(|&r| {
+                let class = self.classes(r);
+                let n = if self.func.values[r].is_scalar() { 1 } else { self.layout(r).num_regs() };
+                (class, (0..n).map(|_| self.reg(class)).collect())
+            })
+            .collect();
+        let (els, end) = (self.label("else"), self.label("endif"));
+        self.emit(format!("@!{} bra {els};", self.scalar(cond)));
+        for (body, yields, label) in [(then_body, then_yields, Some(&end)), (else_body, else_yields, None)] {
+            self.ops(body)?;
+            for ((class, regs), &y) in outs.iter().zip(yields) {
+                let src = self.regs_of(y);
+                for (d, s) in regs.iter().zip(&src) {
+                    self.mov(*class, d, s);
+                }
+            }
+            if let Some(end) = label {
+                self.emit(format!("bra {end};"));
+                self.emit(format!("{els}:"));
+            }
+        }
+        self.emit(format!("{end}:"));
+        for (&r, (_, regs)) in results.iter().zip(outs) {
+            self.vals.insert(r, regs);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! Clean-up on the IR before layouts are chosen: scalar constant folding,
+//! common-subexpression elimination of pure ops, and dead-code removal.
+
+use crate::dtype::DType;
+use crate::ir::*;
+use std::collections::{HashMap, HashSet};
+
+pub fn simplify(func: &mut Func) {
+    let mut consts = HashMap::new();
+    let mut body = std::mem::take(&mut func.body);
+    fold_constants(func, &mut body, &mut consts);
+    let mut rename = HashMap::new();
+    cse(func, &mut body, &mut HashMap::new(), &mut rename);
+    func.body = body;
+    remove_dead(func);
+}
+
+fn fold_constants(func: &mut Func, ops: &mut [Op], consts: &mut HashMap<ValueId, ConstVal>) {
+    for op in ops.iter_mut() {
+        for b in op.kind.bodies_mut() {
+            fold_constants(func, b, consts);
+        }
+        let Some(&r) = op.results.first() else { continue };
+        let dtype = func.values[r].dtype;
+        if !func.values[r].is_scalar() {
+            continue;
+        }
+        let folded = match &op.kind {
+            OpKind::Const(c) => Some(*c),
+            OpKind::Binary(bop, a, b) => match (consts.get(a), consts.get(b)) {
+                (Some(x), Some(y)) => fold_binary(*bop, *x, *y, func.values[*a].dtype),
+                _ => None,
+            },
+            OpKind::Cast(a) => consts.get(a).and_then(|c| fold_cast(*c, dtype)),
+            _ => None,
+        };
+        if let Some(c) = folded {
+            consts.insert(r, c);
+            op.kind = OpKind::Const(c);
+        }
+    }
+}
+
+fn wrap(v: i64, dtype: DType) -> i64 {
+    match dtype {
+        DType::I32 => v as i32 as i64,
+        _ => v as u32 as i64,
+    }
+}
+
+fn fold_binary(op: BinaryOp, a: ConstVal, b: ConstVal, dtype: DType) -> Option<ConstVal> {
+    use ConstVal::*;
+    Some(match (a, b) {
+        (Int(x), Int(y)) => match op {
+            BinaryOp::Add => Int(wrap(x + y, dtype)),
+            BinaryOp::Sub => Int(wrap(x - y, dtype)),
+            BinaryOp::Mul => Int(wrap(x.wrapping_mul(y), dtype)),
+            BinaryOp::Div if y != 0 => Int(wrap(x / y, dtype)),
+            BinaryOp::Rem if y != 0 => Int(wrap(x % y, dtype)),
+            BinaryOp::Max => Int(x.max(y)),
+            BinaryOp::Min => Int(x.min(y)),
+            BinaryOp::Eq => Bool(x == y),
+            BinaryOp::Ne => Bool(x != y),
+            BinaryOp::Lt => Bool(x < y),
+            BinaryOp::Le => Bool(x <= y),
+            BinaryOp::Gt => Bool(x > y),
+            BinaryOp::Ge => Bool(x >= y),
+            _ => return None,
+        },
+        (Bool(x), Bool(y)) => match op {
+            BinaryOp::And => Bool(x && y),
+            BinaryOp::Or => Bool(x || y),
+            BinaryOp::Xor | BinaryOp::Ne => Bool(x != y),
+            BinaryOp::Eq => Bool(x == y),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+fn fold_cast(c: ConstVal, to: DType) -> Option<ConstVal> {
+    match (c, to) {
+        (ConstVal::Int(i), DType::I32 | DType::U32) => Some(ConstVal::Int(wrap(i, to))),
+        (ConstVal::Int(i), DType::F32) => Some(ConstVal::Float(i as f32 as f64)),
+        _ => None,
+    }
+}
+
+/// Replaces pure ops equal to an earlier, dominating op by that op's result.
+fn cse(
+    func: &Func,
+    ops: &mut Vec<Op>,
+    seen: &mut HashMap<String, ValueId>,
+    rename: &mut HashMap<ValueId, ValueId>,
+) {
+    let mut kept = Vec::with_capacity(ops.len());
+    for mut op in ops.drain(..) {
+        op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
+        for b in op.kind.bodies_mut() {
+            let mut inner = seen.clone();
+            cse(func, b, &mut inner, rename);
+        }
+        // Yields are read after the bodies were rewritten: rename them again.
+        op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
+        // Memory reads are not merged: a store between two equal loads changes what they read.
+        let reads_memory = matches!(op.kind, OpKind::Load { .. } | OpKind::Get { .. });
+        if op.kind.is_pure() && !reads_memory && op.results.len() == 1 {
+            let r = op.results[0];
+            let key = format!("{:?}|{}", op.kind, func.values[r]);
+            if let Some(&prev) = seen.get(&key) {
+                rename.insert(r, prev);
+                continue;
+            }
+            seen.insert(key, r);
+        }
+        kept.push(op);
+    }
+    *ops = kept;
+}
+
+fn count_uses(ops: &[Op], used: &mut HashSet<ValueId>) {
+    for op in ops {
+        used.extend(op.kind.operands());
+        for b in op.kind.bodies() {
+            count_uses(b, used);
+        }
+    }
+}
+
+fn has_effects(ops: &[Op]) -> bool {
+    ops.iter().any(|op| match &op.kind {
+        OpKind::Store { .. } => true,
+        k => k.bodies().iter().any(|b| has_effects(b)),
+    })
+}
+
+fn sweep(ops: &mut Vec<Op>, used: &HashSet<ValueId>) -> bool {
+    let mut changed = false;
+    for op in ops.iter_mut() {
+        for b in op.kind.bodies_mut() {
+            changed |= sweep(b, used);
+        }
+    }
+    let before = ops.len();
+    ops.retain(|op| {
+        let any_used = op.results.iter().any(|r| used.contains(r));
+        match &op.kind {
+            OpKind::Store { .. } => true,
+            OpKind::For { body, .. } => any_used || has_effects(body),
+            OpKind::If {
+                then_body,
+                else_body,
+                ..
+            } => any_used || has_effects(then_body) || has_effects(else_body),
+            _ => any_used,
+        }
+    });
+    changed || ops.len() != before
+}
+
+/// Removes ops whose results nobody reads and that write no memory.
+pub fn remove_dead(func: &mut Func) {
+    loop {
+        let mut used = HashSet::new();
+        count_uses(&func.body, &mut used);
+        if !sweep(&mut func.body, &used) {
+            break;
+        }
+    }
+}
