@@ -1,1 +1,45 @@
+//! # tile: a tile-programming DSL for Rust
+//!
+//! Write a GPU kernel as block-level tile code — load a tile, reduce it,
+//! compute with it, store it — and `#[tile::kernel]` compiles it to PTX while
+//! `cargo build` runs. No thread indices, no barriers, no shared-memory
+//! bookkeeping: the compiler maps tiles onto threads, warps and shared memory.
+//!
+//! ```
+//! use tile::prelude::*;
+//!
+//! /// y = a * x + y, one 1024-element tile per block.
+//! #[tile::kernel(BLOCK = [1024])]
+//! fn axpy<const BLOCK: usize>(a: f32, x: &Tensor<f32>, y: &mut Tensor<f32>) {
+//!     let i = block_id(0);
+//!     let t = a * x.load([i], [BLOCK]) + y.load([i], [BLOCK]);
+//!     y.store([i], t);
+//! }
+//!
+//! // The CPU reference version runs anywhere; `axpy::launch` runs on a GPU.
+//! let x = HostTensor::from_vec(vec![1.0f32; 3000], &[3000]).unwrap();
+//! let mut y = HostTensor::from_vec(vec![2.0f32; 3000], &[3000]).unwrap();
+//! axpy::cpu::<1024>(3, 0.5, &x, &mut y).unwrap();
+//! assert!(y.to_vec().iter().all(|&v| v == 2.5));
+//! ```
+//!
+//! Each kernel becomes a module with `launch` (GPU), `cpu` (reference) and
+//! `KERNEL` (the generated PTX and parameter list, also in the registry).
 
+pub use tile_macros::kernel;
+pub use tile_runtime::{
+    device_count, driver_present, registered_kernels, testing, Arg, DType, Device, Element, Error, Event, Grid,
+    HostTensor, KernelRef, KernelSpec, ParamSpec, Result, Stream, Target, Tensor, VariantSpec,
+};
+pub use half::{bf16, f16};
+
+/// The names a program using tile usually needs.
+pub mod prelude {
+    pub use crate::{bf16, f16, Device, Grid, HostTensor, Stream, Tensor};
+}
+
+/// Used by the code `#[tile::kernel]` generates; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use tile_runtime::{check_cpu_args, cpu, inventory, launch, retype, retype_mut};
+}

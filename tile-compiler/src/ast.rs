@@ -10,11 +10,26 @@ pub struct Kernel {
     pub vis: syn::Visibility,
     /// Doc comments and other outer attributes, carried onto the generated module.
     pub attrs: Vec<syn::Attribute>,
+    /// Element-type parameters (`T = [f32, bf16]`), in declaration order.
+    pub types: Vec<TypeParam>,
     pub consts: Vec<ConstParam>,
     pub params: Vec<Param>,
     pub body: Vec<Stmt>,
     /// `num_warps = N` from the attribute.
     pub num_warps: Option<u32>,
+}
+
+/// A type parameter standing for an element type, and the types to build it for.
+pub struct TypeParam {
+    pub name: Ident,
+    pub dtypes: Vec<DType>,
+}
+
+/// An element type as written: fixed, or a type parameter of the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Elem {
+    Fixed(DType),
+    Param(String),
 }
 
 /// A `const NAME: usize` generic parameter and the values to build it for.
@@ -23,10 +38,10 @@ pub struct ConstParam {
     pub values: Vec<i64>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamKind {
     /// `&Tensor<T>` (read only) or `&mut Tensor<T>`.
-    Tensor { dtype: DType, mutable: bool },
+    Tensor { elem: Elem, mutable: bool },
     /// A scalar passed by value.
     Scalar(DType),
 }
@@ -40,7 +55,7 @@ pub enum Stmt {
     Let {
         name: Ident,
         mutable: bool,
-        ann: Option<(DType, Span)>,
+        ann: Option<syn::Type>,
         init: Expr,
     },
     Assign {
@@ -124,7 +139,7 @@ pub enum Expr {
         span: Span,
     },
     Array(Vec<Expr>, Span),
-    Cast(Box<Expr>, DType, Span),
+    Cast(Box<Expr>, syn::Type, Span),
 }
 
 impl Expr {

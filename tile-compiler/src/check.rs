@@ -13,10 +13,11 @@ use std::collections::HashMap;
 /// Largest tile dimension and element count accepted.
 const MAX_TILE_ELEMS: usize = 1 << 16;
 
-/// Builds the IR of `kernel` for one assignment of its const parameters.
-pub fn check(kernel: &ast::Kernel, consts: &[(String, i64)]) -> Result<Func> {
+/// Builds the IR of `kernel` for one assignment of its type and const parameters.
+pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String, i64)]) -> Result<Func> {
     let mut cx = Checker {
         kernel,
+        types: types.iter().cloned().collect(),
         values: Vec::new(),
         blocks: vec![Vec::new()],
         scopes: vec![HashMap::new()],
@@ -39,8 +40,9 @@ pub fn check(kernel: &ast::Kernel, consts: &[(String, i64)]) -> Result<Func> {
 
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
-        params.push(match p.kind {
-            ast::ParamKind::Tensor { dtype, mutable } => {
+        params.push(match &p.kind {
+            ast::ParamKind::Tensor { elem, mutable } => {
+                let (dtype, mutable) = (cx.elem(elem), *mutable);
                 let Some(rank) = cx.ranks[i] else {
                     bail!(
                         p.name.span(),
@@ -57,7 +59,7 @@ pub fn check(kernel: &ast::Kernel, consts: &[(String, i64)]) -> Result<Func> {
             }
             ast::ParamKind::Scalar(dtype) => Param::Scalar {
                 name: p.name.to_string(),
-                dtype,
+                dtype: *dtype,
             },
         });
     }
@@ -96,6 +98,8 @@ struct Binding {
 
 struct Checker<'k> {
     kernel: &'k ast::Kernel,
+    /// The element type each type parameter stands for in this specialization.
+    types: HashMap<String, DType>,
     values: Vec<Ty>,
     blocks: Vec<Vec<Op>>,
     scopes: Vec<HashMap<String, Binding>>,
@@ -191,10 +195,28 @@ impl<'k> Checker<'k> {
 
     fn tensor_param(&self, i: usize) -> (&'k ast::Param, DType, bool) {
         let p = &self.kernel.params[i];
-        match p.kind {
-            ast::ParamKind::Tensor { dtype, mutable } => (p, dtype, mutable),
+        match &p.kind {
+            ast::ParamKind::Tensor { elem, mutable } => (p, self.elem(elem), *mutable),
             ast::ParamKind::Scalar(_) => unreachable!("tensor index names a scalar"),
         }
+    }
+
+    fn elem(&self, e: &ast::Elem) -> DType {
+        match e {
+            ast::Elem::Fixed(d) => *d,
+            ast::Elem::Param(name) => self.types[name],
+        }
+    }
+
+    /// The element type a Rust type names here: a type parameter's current
+    /// type, or a fixed one.
+    fn resolve(&self, ty: &syn::Type) -> Result<DType> {
+        if let syn::Type::Path(p) = ty {
+            if let Some(d) = p.path.get_ident().and_then(|i| self.types.get(&i.to_string())) {
+                return Ok(*d);
+            }
+        }
+        crate::parse::type_dtype(ty)
     }
 
     /// Records or checks the rank a tensor is used with.
@@ -410,11 +432,18 @@ impl<'k> Checker<'k> {
                 if let Val::Tensor(_) = v {
                     bail!(init.span(), "tensors can't be rebound: use the parameter name directly");
                 }
-                if let Some((d, span)) = ann {
-                    let id = self.concrete(v, Some(*d), init.span())?;
+                if let Some(ann) = ann {
+                    let span = syn::spanned::Spanned::span(ann);
+                    let d = self.resolve(ann).map_err(|_| {
+                        crate::error::Error::new(
+                            span,
+                            "annotate scalars with their element type (`let n: i32 = ..`); tile shapes and types are inferred",
+                        )
+                    })?;
+                    let id = self.concrete(v, Some(d), init.span())?;
                     let ty = self.ty(id).clone();
-                    if ty.dtype != *d || !ty.is_scalar() {
-                        bail!(*span, "`{name}` is annotated {d} but its value is {ty}");
+                    if ty.dtype != d || !ty.is_scalar() {
+                        bail!(span, "`{name}` is annotated {d} but its value is {ty}");
                     }
                     v = Val::Value(id);
                 }
@@ -700,9 +729,10 @@ impl<'k> Checker<'k> {
                 *span,
                 "lists are written only as indices and shapes of DSL operations (`x.load([i, 0], [1, BLOCK])`)"
             ),
-            Expr::Cast(a, d, span) => {
+            Expr::Cast(a, ty, span) => {
+                let d = self.resolve(ty)?;
                 let v = self.expr(a)?;
-                self.cast(v, *d, *span)
+                self.cast(v, d, *span)
             }
         }
     }
@@ -922,10 +952,10 @@ impl<'k> Checker<'k> {
         Ok(())
     }
 
-    fn generic_dtype(generics: &[syn::GenericArgument], name: &str, span: Span) -> Result<Option<DType>> {
+    fn generic_dtype(&self, generics: &[syn::GenericArgument], name: &str, span: Span) -> Result<Option<DType>> {
         match generics {
             [] => Ok(None),
-            [syn::GenericArgument::Type(t)] => Ok(Some(crate::parse::type_dtype(t)?)),
+            [syn::GenericArgument::Type(t)] => Ok(Some(self.resolve(t)?)),
             _ => bail!(span, "`{name}` takes one element type, e.g. `{name}::<f32>(..)`"),
         }
     }
@@ -1003,7 +1033,7 @@ impl<'k> Checker<'k> {
                 )))
             }
             "full" | "zeros" => {
-                let want = Self::generic_dtype(generics, &name, span)?;
+                let want = self.generic_dtype(generics, &name, span)?;
                 let (shape, v) = if name == "full" {
                     Self::arg_count(args, 2, &name, "full([M, N], value)", span)?;
                     (self.shape(&args[0])?, self.expr(&args[1])?)
@@ -1203,7 +1233,7 @@ impl<'k> Checker<'k> {
                 )))
             }
             "cast" => {
-                let Some(to) = Self::generic_dtype(generics, "cast", span)? else {
+                let Some(to) = self.generic_dtype(generics, "cast", span)? else {
                     bail!(span, "name the target type: `.cast::<f32>()`");
                 };
                 Self::arg_count(args, 0, "cast", "t.cast::<f32>()", span)?;

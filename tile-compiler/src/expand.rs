@@ -2,7 +2,7 @@
 //! the PTX of every specialization, a typed GPU launcher, the CPU reference
 //! function, and a registration in the kernel registry.
 
-use crate::ast::ParamKind;
+use crate::ast::{Elem, ParamKind};
 use crate::cpu::{self, rust_type};
 use crate::dtype::DType;
 use crate::{CompiledKernel, Variant};
@@ -21,6 +21,7 @@ fn runtime_dtype(d: DType) -> TokenStream {
 }
 
 fn variant_spec(v: &Variant) -> TokenStream {
+    let types = v.types.iter().map(|d| runtime_dtype(*d));
     let consts = &v.consts;
     let Variant {
         vectorized,
@@ -32,6 +33,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
     } = v;
     quote! {
         ::tile::VariantSpec {
+            types: &[#(#types),*],
             consts: &[#(#consts),*],
             vectorized: #vectorized,
             entry: #entry,
@@ -42,75 +44,76 @@ fn variant_spec(v: &Variant) -> TokenStream {
     }
 }
 
+/// The host-side element type of a tensor: a Rust type or the kernel's type parameter.
+fn elem_type(e: &Elem) -> TokenStream {
+    match e {
+        Elem::Fixed(d) => rust_type(*d),
+        Elem::Param(name) => {
+            let id = format_ident!("{}", name);
+            quote!(#id)
+        }
+    }
+}
+
 pub fn expand(k: &CompiledKernel) -> TokenStream {
     let ast = &k.kernel;
     let name = &ast.name;
     let name_str = name.to_string();
     let vis = &ast.vis;
     let attrs = ast.attrs.iter().filter(|a| a.path().is_ident("doc"));
+    let type_names: Vec<String> = ast.types.iter().map(|t| t.name.to_string()).collect();
+    let type_idents: Vec<_> = ast.types.iter().map(|t| t.name.clone()).collect();
     let const_names: Vec<String> = ast.consts.iter().map(|c| c.name.to_string()).collect();
     let const_idents: Vec<_> = ast.consts.iter().map(|c| c.name.clone()).collect();
-    let first = &k.funcs[0].1;
+    let first = &k.funcs[0].func;
 
     let param_specs = ast.params.iter().enumerate().map(|(i, p)| {
         let pname = p.name.to_string();
-        match p.kind {
-            ParamKind::Tensor { dtype, mutable } => {
+        match &p.kind {
+            ParamKind::Tensor { elem, mutable } => {
                 let rank = match &first.params[i] {
                     crate::ir::Param::Tensor(t) => t.rank,
                     _ => unreachable!(),
                 };
-                let d = runtime_dtype(dtype);
-                quote!(::tile::ParamSpec::Tensor { name: #pname, dtype: #d, rank: #rank, mutable: #mutable })
+                let elem = match elem {
+                    Elem::Fixed(d) => d.name().to_string(),
+                    Elem::Param(n) => n.clone(),
+                };
+                quote!(::tile::ParamSpec::Tensor { name: #pname, elem: #elem, rank: #rank, mutable: #mutable })
             }
             ParamKind::Scalar(dtype) => {
-                let d = runtime_dtype(dtype);
+                let d = runtime_dtype(*dtype);
                 quote!(::tile::ParamSpec::Scalar { name: #pname, dtype: #d })
             }
         }
     });
     let variants = k.variants.iter().map(variant_spec);
 
-    // Typed signatures.
-    let pnames: Vec<_> = ast.params.iter().map(|p| p.name.clone()).collect();
-    let gpu_params = ast.params.iter().map(|p| {
-        let n = &p.name;
-        match p.kind {
-            ParamKind::Tensor { dtype, mutable: false } => {
-                let t = rust_type(dtype);
-                quote!(#n: &::tile::Tensor<#t>)
-            }
-            ParamKind::Tensor { dtype, mutable: true } => {
-                let t = rust_type(dtype);
-                quote!(#n: &mut ::tile::Tensor<#t>)
-            }
-            ParamKind::Scalar(dtype) => {
-                let t = rust_type(dtype);
-                quote!(#n: #t)
-            }
-        }
-    });
-    let cpu_params: Vec<TokenStream> = ast
-        .params
-        .iter()
-        .map(|p| {
-            let n = &p.name;
-            match p.kind {
-                ParamKind::Tensor { dtype, mutable: false } => {
-                    let t = rust_type(dtype);
-                    quote!(#n: &::tile::HostTensor<#t>)
+    let signature = |host: bool| -> Vec<TokenStream> {
+        ast.params
+            .iter()
+            .map(|p| {
+                let n = &p.name;
+                let tensor = if host { quote!(::tile::HostTensor) } else { quote!(::tile::Tensor) };
+                match &p.kind {
+                    ParamKind::Tensor { elem, mutable: false } => {
+                        let t = elem_type(elem);
+                        quote!(#n: &#tensor<#t>)
+                    }
+                    ParamKind::Tensor { elem, mutable: true } => {
+                        let t = elem_type(elem);
+                        quote!(#n: &mut #tensor<#t>)
+                    }
+                    ParamKind::Scalar(dtype) => {
+                        let t = rust_type(*dtype);
+                        quote!(#n: #t)
+                    }
                 }
-                ParamKind::Tensor { dtype, mutable: true } => {
-                    let t = rust_type(dtype);
-                    quote!(#n: &mut ::tile::HostTensor<#t>)
-                }
-                ParamKind::Scalar(dtype) => {
-                    let t = rust_type(dtype);
-                    quote!(#n: #t)
-                }
-            }
-        })
-        .collect();
+            })
+            .collect()
+    };
+    let gpu_params = signature(false);
+    let cpu_params = signature(true);
     let args = ast.params.iter().map(|p| {
         let n = &p.name;
         match p.kind {
@@ -129,44 +132,90 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
         }
     });
 
-    // The specialization check: a compile error where the values are known.
-    let generics = if const_idents.is_empty() {
+    // Generic parameters of the generated functions, and the check that the
+    // chosen values were built: a compile error where they are known.
+    let generics = if type_idents.is_empty() && const_idents.is_empty() {
         quote!()
     } else {
-        quote!(<#(const #const_idents: usize),*>)
+        quote!(<#(#type_idents: ::tile::Element,)* #(const #const_idents: usize),*>)
     };
-    let listed = ast.consts.iter().map(|c| {
-        let id = &c.name;
-        let vals = &c.values;
+    let type_checks = ast.types.iter().map(|t| {
+        let id = &t.name;
+        let pats = t.dtypes.iter().map(|d| runtime_dtype(*d));
+        let names: Vec<&str> = t.dtypes.iter().map(|d| d.name()).collect();
         let msg = format!(
-            "`{}` is not built for this value of `{}`: use one of {:?}, or add the value to #[tile::kernel({} = [..])]",
-            name_str, id, vals, id
+            "`{name_str}` is not built for this element type `{id}`: use one of {names:?}, or add it to #[tile::kernel({id} = [..])]"
+        );
+        quote!(::core::assert!(::core::matches!(<#id as ::tile::Element>::DTYPE, #(#pats)|*), #msg);)
+    });
+    let const_checks = ast.consts.iter().map(|c| {
+        let id = &c.name;
+        let vals: Vec<usize> = c.values.iter().map(|&v| v as usize).collect();
+        let msg = format!(
+            "`{name_str}` is not built for this value of `{id}`: use one of {vals:?}, or add the value to #[tile::kernel({id} = [..])]"
         );
         quote!(::core::assert!(#(#id == #vals)||*, #msg);)
     });
-    let listed: Vec<_> = listed.collect();
-    let const_check = if listed.is_empty() {
+    let checks: Vec<TokenStream> = type_checks.chain(const_checks).collect();
+    let build_check = if checks.is_empty() {
         quote!()
     } else {
-        quote!(const { #(#listed)* };)
+        quote!(const { #(#checks)* };)
     };
+    let type_values = quote!(&[#(<#type_idents as ::tile::Element>::DTYPE),*]);
     let const_values = quote!(&[#(#const_idents as i64),*]);
 
-    // One CPU function per specialization, chosen by the const values.
-    let cpu_fns = k.funcs.iter().enumerate().map(|(i, (_, f))| {
+    // One CPU function per specialization, chosen at run time by the
+    // generic arguments; tensors are re-typed to the specialization's types.
+    let cpu_fns = k.funcs.iter().enumerate().map(|(i, s)| {
         let fname = format_ident!("cpu_specialization_{}", i);
-        let body = cpu::body(f);
+        let body = cpu::body(&s.func);
+        let concrete: Vec<TokenStream> = ast
+            .params
+            .iter()
+            .zip(&s.func.params)
+            .map(|(p, ip)| {
+                let n = &p.name;
+                match ip {
+                    crate::ir::Param::Tensor(t) => {
+                        let ty = rust_type(t.dtype);
+                        if t.mutable {
+                            quote!(#n: &mut ::tile::HostTensor<#ty>)
+                        } else {
+                            quote!(#n: &::tile::HostTensor<#ty>)
+                        }
+                    }
+                    crate::ir::Param::Scalar { dtype, .. } => {
+                        let ty = rust_type(*dtype);
+                        quote!(#n: #ty)
+                    }
+                }
+            })
+            .collect();
         quote! {
             #[allow(unused_variables, unused_mut, unused_parens, non_snake_case, clippy::all)]
-            fn #fname(block: [i32; 3], nblocks: [i32; 3], #(#cpu_params),*) {
+            fn #fname(block: [i32; 3], nblocks: [i32; 3], #(#concrete),*) {
                 #body
             }
         }
     });
-    let cpu_arms = k.funcs.iter().enumerate().map(|(i, (consts, _))| {
+    let cpu_arms = k.funcs.iter().enumerate().map(|(i, s)| {
         let fname = format_ident!("cpu_specialization_{}", i);
+        let types = s.types.iter().map(|d| runtime_dtype(*d));
+        let consts = &s.consts;
+        let call_args = ast.params.iter().map(|p| {
+            let n = &p.name;
+            match p.kind {
+                ParamKind::Tensor { mutable: false, .. } => quote!(::tile::__private::retype(#n)),
+                ParamKind::Tensor { mutable: true, .. } => quote!(::tile::__private::retype_mut(#n)),
+                ParamKind::Scalar(_) => quote!(#n),
+            }
+        });
         quote! {
-            [#(#consts),*] => #fname(block, nblocks, #(#pnames),*),
+            if types == [#(#types),*] && consts == [#(#consts),*] {
+                #fname(block, nblocks, #(#call_args),*);
+                continue;
+            }
         }
     });
 
@@ -186,6 +235,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 name: #name_str,
                 module_path: ::core::module_path!(),
                 params: &[#(#param_specs),*],
+                types: &[#(#type_names),*],
                 consts: &[#(#const_names),*],
                 variants: &[#(#variants),*],
             };
@@ -199,8 +249,8 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 grid: impl ::core::convert::Into<::tile::Grid>,
                 #(#gpu_params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
-                #const_check
-                ::tile::__private::launch(&KERNEL, #const_values, stream, grid.into(), &[#(#args),*])
+                #build_check
+                ::tile::__private::launch(&KERNEL, #type_values, #const_values, stream, grid.into(), &mut [#(#args),*])
             }
 
             #[doc = #doc_cpu]
@@ -209,19 +259,18 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 grid: impl ::core::convert::Into<::tile::Grid>,
                 #(#cpu_params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
-                #const_check
+                #build_check
                 let grid: ::tile::Grid = grid.into();
                 ::tile::__private::check_cpu_args(&KERNEL, &[#(#cpu_shapes),*], grid)?;
+                let types: &[::tile::DType] = #type_values;
                 let consts: &[i64] = #const_values;
                 let nblocks = [grid.x as i32, grid.y as i32, grid.z as i32];
-                for z in 0..grid.z {
-                    for y in 0..grid.y {
-                        for x in 0..grid.x {
-                            let block = [x as i32, y as i32, z as i32];
-                            match consts {
-                                #(#cpu_arms)*
-                                _ => ::core::unreachable!("the const check admits only listed values"),
-                            }
+                for block_z in 0..grid.z {
+                    for block_y in 0..grid.y {
+                        for block_x in 0..grid.x {
+                            let block = [block_x as i32, block_y as i32, block_z as i32];
+                            #(#cpu_arms)*
+                            ::core::unreachable!("the build check admits only listed specializations");
                         }
                     }
                 }

@@ -33,6 +33,7 @@ const MAX_ELEMS_PER_THREAD: usize = 128;
 
 /// One PTX entry: a const assignment, with or without 16-byte vector accesses.
 pub struct Variant {
+    pub types: Vec<dtype::DType>,
     pub consts: Vec<i64>,
     pub vectorized: bool,
     pub entry: String,
@@ -49,25 +50,33 @@ impl Variant {
     }
 }
 
+/// One assignment of a kernel's type and const parameters, and its IR.
+pub struct Specialization {
+    pub types: Vec<dtype::DType>,
+    pub consts: Vec<i64>,
+    /// Checked and simplified, before layouts: the CPU backend's input.
+    pub func: ir::Func,
+}
+
 /// Everything the compiler produced for one kernel.
 pub struct CompiledKernel {
     pub kernel: ast::Kernel,
     /// Per const assignment, the checked and simplified IR (no layouts): the
     /// CPU backend's input.
-    pub funcs: Vec<(Vec<i64>, ir::Func)>,
+    pub funcs: Vec<Specialization>,
     pub variants: Vec<Variant>,
 }
 
-/// Every combination of the const parameters' listed values.
-fn assignments(kernel: &ast::Kernel) -> Vec<Vec<i64>> {
+/// Every combination of listed values: each list contributes one choice.
+fn combinations<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
     let mut out = vec![Vec::new()];
-    for c in &kernel.consts {
+    for list in lists {
         out = out
             .into_iter()
             .flat_map(|prefix| {
-                c.values.iter().map(move |v| {
+                list.iter().map(move |v| {
                     let mut p = prefix.clone();
-                    p.push(*v);
+                    p.push(v.clone());
                     p
                 })
             })
@@ -82,14 +91,10 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     hint.unwrap_or(((max / 256).clamp(1, 16)) as u32)
 }
 
-fn describe(kernel: &ast::Kernel, values: &[i64]) -> String {
-    kernel
-        .consts
-        .iter()
-        .zip(values)
-        .map(|(c, v)| format!("{} = {v}", c.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> String {
+    let t = kernel.types.iter().zip(types).map(|(p, d)| format!("{} = {d}", p.name));
+    let c = kernel.consts.iter().zip(values).map(|(p, v)| format!("{} = {v}", p.name));
+    t.chain(c).collect::<Vec<_>>().join(", ")
 }
 
 /// Compiles a kernel: every specialization, both access widths.
@@ -97,49 +102,77 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
     let kernel = parse::parse_kernel(attr, item)?;
     let mut funcs = Vec::new();
     let mut variants = Vec::new();
-    for values in assignments(&kernel) {
-        let in_variant = |e: Error| {
-            if kernel.consts.is_empty() {
-                e
-            } else {
-                Error::new(e.span, format!("{} (building {})", e.message, describe(&kernel, &values)))
-            }
-        };
-        let names: Vec<(String, i64)> = kernel
-            .consts
-            .iter()
-            .zip(&values)
-            .map(|(c, v)| (c.name.to_string(), *v))
-            .collect();
-        let mut func = check::check(&kernel, &names).map_err(in_variant)?;
-        simplify::simplify(&mut func);
-        func.num_warps = choose_warps(&func, kernel.num_warps);
-        check_registers(&kernel, &func).map_err(in_variant)?;
-        let suffix: String = values.iter().map(|v| format!("_{v}")).collect();
-        for vectorized in [true, false] {
-            let mut f = ir::Func {
-                name: func.name.clone(),
-                params: func.params.clone(),
-                values: func.values.clone(),
-                body: func.body.clone(),
-                num_warps: func.num_warps,
+    let type_lists: Vec<Vec<dtype::DType>> = kernel.types.iter().map(|t| t.dtypes.clone()).collect();
+    let const_lists: Vec<Vec<i64>> = kernel.consts.iter().map(|c| c.values.clone()).collect();
+    for types in combinations(&type_lists) {
+        for values in combinations(&const_lists) {
+            let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
+            let in_variant = |e: Error| {
+                if generic {
+                    Error::new(e.span, format!("{} (building {})", e.message, describe(&kernel, &types, &values)))
+                } else {
+                    e
+                }
             };
-            let layouts = layout::assign_layouts(&mut f);
-            simplify::remove_dead(&mut f);
-            let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
-            let lowered = lower::lower(&f, &layouts, vectorized, &entry).map_err(in_variant)?;
-            variants.push(Variant {
-                consts: values.clone(),
-                vectorized,
-                entry,
-                ptx: lowered.text,
-                threads: lowered.threads,
-                shared_bytes: lowered.shared_bytes,
+            let type_names: Vec<(String, dtype::DType)> =
+                kernel.types.iter().zip(&types).map(|(t, d)| (t.name.to_string(), *d)).collect();
+            let names: Vec<(String, i64)> = kernel
+                .consts
+                .iter()
+                .zip(&values)
+                .map(|(c, v)| (c.name.to_string(), *v))
+                .collect();
+            let mut func = check::check(&kernel, &type_names, &names).map_err(in_variant)?;
+            simplify::simplify(&mut func);
+            func.num_warps = choose_warps(&func, kernel.num_warps);
+            check_registers(&kernel, &func).map_err(in_variant)?;
+            let suffix: String = types
+                .iter()
+                .map(|d| format!("_{d}"))
+                .chain(values.iter().map(|v| format!("_{v}")))
+                .collect();
+            for vectorized in [true, false] {
+                let mut f = ir::Func {
+                    name: func.name.clone(),
+                    params: func.params.clone(),
+                    values: func.values.clone(),
+                    body: func.body.clone(),
+                    num_warps: func.num_warps,
+                };
+                let layouts = layout::assign_layouts(&mut f);
+                simplify::remove_dead(&mut f);
+                let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
+                let lowered = lower::lower(&f, &layouts, vectorized, &entry).map_err(in_variant)?;
+                variants.push(Variant {
+                    types: types.clone(),
+                    consts: values.clone(),
+                    vectorized,
+                    entry,
+                    ptx: lowered.text,
+                    threads: lowered.threads,
+                    shared_bytes: lowered.shared_bytes,
+                });
+            }
+            funcs.push(Specialization {
+                types: types.clone(),
+                consts: values,
+                func,
             });
         }
-        funcs.push((values, func));
     }
-    let ranks: Vec<Vec<ir::Param>> = funcs.iter().map(|(_, f)| f.params.clone()).collect();
+    let ranks: Vec<Vec<usize>> = funcs
+        .iter()
+        .map(|s| {
+            s.func
+                .params
+                .iter()
+                .map(|p| match p {
+                    ir::Param::Tensor(t) => t.rank,
+                    ir::Param::Scalar { .. } => 0,
+                })
+                .collect()
+        })
+        .collect();
     if ranks.windows(2).any(|w| w[0] != w[1]) {
         return Err(Error::new(
             kernel.name.span(),

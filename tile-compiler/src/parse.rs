@@ -18,7 +18,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
             format!("#[tile::kernel] goes on a `fn` item: {e}"),
         )
     })?;
-    let (const_lists, num_warps) = parse_attr(attr)?;
+    let (lists, num_warps) = parse_attr(attr)?;
     let sig = &func.sig;
     if let Some(a) = &sig.asyncness {
         bail!(a.span(), "a tile kernel can't be `async`");
@@ -37,6 +37,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
     }
 
     let mut consts = Vec::new();
+    let mut types = Vec::new();
     for gp in &sig.generics.params {
         match gp {
             syn::GenericParam::Const(c) => {
@@ -44,33 +45,70 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
                 if !ty_ok {
                     bail!(c.ty.span(), "const parameters of a kernel are `usize`: write `const {}: usize`", c.ident);
                 }
-                let Some((_, values)) = const_lists.iter().find(|(n, _)| *n == c.ident) else {
+                let Some((_, items)) = lists.iter().find(|(n, _)| *n == c.ident) else {
                     bail!(
                         c.ident.span(),
                         "const parameter `{0}` has no specialization list: list the values to build in the attribute, e.g. #[tile::kernel({0} = [64, 128])]",
                         c.ident
                     );
                 };
+                let mut values = Vec::new();
+                for e in items {
+                    let v = int_lit(e).map_err(|_| {
+                        Error::new(e.span(), format!("`{}` is a const parameter: list integers, e.g. `{} = [64, 128]`", c.ident, c.ident))
+                    })?;
+                    if v < 0 {
+                        bail!(e.span(), "`{}` is a usize: {v} is not a valid value", c.ident);
+                    }
+                    values.push(v);
+                }
                 consts.push(ConstParam {
                     name: c.ident.clone(),
-                    values: values.clone(),
+                    values,
                 });
             }
-            syn::GenericParam::Type(t) => bail!(
-                t.span(),
-                "a tile kernel takes no type parameters: element types are fixed in the signature; only `const N: usize` parameters are generic"
-            ),
+            syn::GenericParam::Type(t) => {
+                if let Some(d) = &t.default {
+                    bail!(d.span(), "type parameters of a kernel take no default: list their types in the attribute");
+                }
+                let Some((_, items)) = lists.iter().find(|(n, _)| *n == t.ident) else {
+                    bail!(
+                        t.ident.span(),
+                        "type parameter `{0}` has no specialization list: list the element types to build in the attribute, e.g. #[tile::kernel({0} = [f32, bf16])]",
+                        t.ident
+                    );
+                };
+                let mut dtypes = Vec::new();
+                for e in items {
+                    let d = match e {
+                        SynExpr::Path(p) => p.path.get_ident().and_then(|i| DType::from_name(&i.to_string())),
+                        _ => None,
+                    };
+                    match d {
+                        Some(d) if d != DType::Bool => dtypes.push(d),
+                        _ => bail!(
+                            e.span(),
+                            "`{}` is a type parameter: list element types (f32, f16, bf16, i32, u32)",
+                            t.ident
+                        ),
+                    }
+                }
+                types.push(TypeParam {
+                    name: t.ident.clone(),
+                    dtypes,
+                });
+            }
             syn::GenericParam::Lifetime(l) => bail!(
                 l.span(),
                 "a tile kernel takes no lifetime parameters"
             ),
         }
     }
-    for (name, _) in &const_lists {
-        if !consts.iter().any(|c| c.name == *name) {
+    for (name, _) in &lists {
+        if !consts.iter().any(|c| c.name == *name) && !types.iter().any(|t| t.name == *name) {
             bail!(
                 name.span(),
-                "`{name}` is not a const parameter of this kernel: add `const {name}: usize` to its generics"
+                "`{name}` is not a generic parameter of this kernel: add `const {name}: usize` (or a type parameter `{name}`) to its generics"
             );
         }
     }
@@ -86,7 +124,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         if let Some(m) = &pi.mutability {
             bail!(m.span(), "kernel parameters can't be `mut`: rebind with `let mut` in the body");
         }
-        let kind = param_kind(&pt.ty)?;
+        let kind = param_kind(&pt.ty, &types)?;
         if params.iter().any(|p: &Param| p.name == pi.ident) {
             bail!(pi.ident.span(), "parameter `{}` is declared twice", pi.ident);
         }
@@ -101,6 +139,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         name: sig.ident.clone(),
         vis: func.vis.clone(),
         attrs: func.attrs.clone(),
+        types,
         consts,
         params,
         body,
@@ -108,10 +147,10 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
     })
 }
 
-type ConstLists = Vec<(proc_macro2::Ident, Vec<i64>)>;
+type Lists = Vec<(proc_macro2::Ident, Vec<SynExpr>)>;
 
 /// `NAME = [v, ..], num_warps = N`.
-fn parse_attr(attr: TokenStream) -> Result<(ConstLists, Option<u32>)> {
+fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
     let metas = syn::punctuated::Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
         .parse2(attr)
         .map_err(|e| {
@@ -120,7 +159,7 @@ fn parse_attr(attr: TokenStream) -> Result<(ConstLists, Option<u32>)> {
                 format!("expected `NAME = [values..]` or `num_warps = N` in #[tile::kernel(..)]: {e}"),
             )
         })?;
-    let mut lists: ConstLists = Vec::new();
+    let mut lists: Lists = Vec::new();
     let mut num_warps = None;
     for m in metas {
         let Some(name) = m.path.get_ident() else {
@@ -146,15 +185,13 @@ fn parse_attr(attr: TokenStream) -> Result<(ConstLists, Option<u32>)> {
         if arr.elems.is_empty() {
             bail!(arr.span(), "`{name}` needs at least one value");
         }
-        let mut values = Vec::new();
-        for e in &arr.elems {
-            let v = int_lit(e)?;
-            if values.contains(&v) {
-                bail!(e.span(), "value {v} of `{name}` is listed twice");
+        let items: Vec<SynExpr> = arr.elems.iter().cloned().collect();
+        for (i, e) in items.iter().enumerate() {
+            if items[..i].iter().any(|p| quote::quote!(#p).to_string() == quote::quote!(#e).to_string()) {
+                bail!(e.span(), "this value of `{name}` is listed twice");
             }
-            values.push(v);
         }
-        lists.push((name.clone(), values));
+        lists.push((name.clone(), items));
     }
     Ok((lists, num_warps))
 }
@@ -170,7 +207,7 @@ fn int_lit(e: &SynExpr) -> Result<i64> {
     bail!(e.span(), "expected an integer literal")
 }
 
-fn param_kind(ty: &syn::Type) -> Result<ParamKind> {
+fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
     match ty {
         syn::Type::Reference(r) => {
             if let Some(l) = &r.lifetime {
@@ -192,12 +229,26 @@ fn param_kind(ty: &syn::Type) -> Result<ParamKind> {
             let [syn::GenericArgument::Type(elem)] = args.args.iter().collect::<Vec<_>>()[..] else {
                 bail!(args.span(), "`Tensor` takes one element type: `Tensor<f32>`");
             };
-            let dtype = type_dtype(elem)?;
-            if dtype == DType::Bool {
-                bail!(elem.span(), "tensors hold f32, f16, bf16, i32 or u32, not bool");
-            }
+            let generic = match elem {
+                syn::Type::Path(p) => p
+                    .path
+                    .get_ident()
+                    .filter(|i| types.iter().any(|t| t.name == **i))
+                    .map(|i| i.to_string()),
+                _ => None,
+            };
+            let elem = match generic {
+                Some(name) => Elem::Param(name),
+                None => {
+                    let dtype = type_dtype(elem)?;
+                    if dtype == DType::Bool {
+                        bail!(elem.span(), "tensors hold f32, f16, bf16, i32 or u32, not bool");
+                    }
+                    Elem::Fixed(dtype)
+                }
+            };
             Ok(ParamKind::Tensor {
-                dtype,
+                elem,
                 mutable: r.mutability.is_some(),
             })
         }
@@ -246,14 +297,7 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
                     let syn::Pat::Ident(pi) = &*pt.pat else {
                         bail!(pt.pat.span(), "bind one name per `let`");
                     };
-                    let ann = match type_dtype(&pt.ty) {
-                        Ok(d) => (d, pt.ty.span()),
-                        Err(_) => bail!(
-                            pt.ty.span(),
-                            "annotate scalars with their element type (`let n: i32 = ..`); tile shapes and types are inferred"
-                        ),
-                    };
-                    (pi.ident.clone(), pi.mutability.is_some(), Some(ann))
+                    (pi.ident.clone(), pi.mutability.is_some(), Some((*pt.ty).clone()))
                 }
                 syn::Pat::Tuple(t) => bail!(t.span(), "destructuring is not part of the DSL: bind one name per `let`"),
                 p => bail!(p.span(), "bind one name per `let`"),
@@ -544,7 +588,7 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
             a.elems.iter().map(parse_expr).collect::<Result<_>>()?,
             span,
         ),
-        SynExpr::Cast(c) => Expr::Cast(Box::new(parse_expr(&c.expr)?), type_dtype(&c.ty)?, c.as_token.span()),
+        SynExpr::Cast(c) => Expr::Cast(Box::new(parse_expr(&c.expr)?), (*c.ty).clone(), c.as_token.span()),
         SynExpr::Closure(c) => bail!(
             c.or1_token.span(),
             "closures are not part of the DSL: write the computation inline; it is compiled for the whole tile"

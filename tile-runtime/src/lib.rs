@@ -1,1 +1,34 @@
-//! placeholder during bring-up
+//! Runtime for tile kernels.
+//!
+//! - [`Device`] and [`Stream`] over the CUDA driver (loaded dynamically by
+//!   `cudarc`: a program needs only the NVIDIA driver, and a missing driver is
+//!   [`Error::NoDriver`], not a crash);
+//! - [`Tensor`] (GPU) and [`HostTensor`] (CPU) with shapes and strides;
+//! - the launcher behind every generated `kernel::launch`, and the module cache;
+//! - the kernel registry ([`registered_kernels`]);
+//! - [`cpu`], the reference tile library behind every generated `kernel::cpu`.
+
+pub mod cpu;
+mod device;
+mod dtype;
+mod error;
+mod grid;
+mod host;
+mod launch;
+mod spec;
+mod tensor;
+pub mod testing;
+
+mod retype;
+pub use retype::{retype, retype_mut};
+
+pub use device::{device_count, driver_present, Device, Event, Stream};
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use grid::Grid;
+pub use host::{contiguous_strides, HostTensor};
+pub use launch::{check_cpu_args, launch, Arg};
+pub use spec::{registered_kernels, KernelRef, KernelSpec, ParamSpec, Target, VariantSpec};
+pub use tensor::{Tensor, TensorArg};
+
+pub use inventory;

@@ -1,0 +1,590 @@
+//! The CPU reference tile library that `kernel::cpu` functions call: whole
+//! tiles as row-major arrays, with the GPU's element semantics (wrapping
+//! integer arithmetic, half types computed in f32 and rounded, padding for
+//! out-of-bounds loads, dropped out-of-bounds stores). Math functions are
+//! the exact ones, so the GPU's approximations are measured against them.
+
+use crate::host::HostTensor;
+use crate::Element;
+
+/// A tile: a shape and its elements in row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tile<T> {
+    pub shape: Vec<usize>,
+    pub data: Vec<T>,
+}
+
+fn strides(shape: &[usize]) -> Vec<usize> {
+    crate::host::contiguous_strides(shape)
+}
+
+/// Calls `f` with each coordinate of `shape` in row-major order.
+fn for_each_coord(shape: &[usize], mut f: impl FnMut(&[usize])) {
+    let n: usize = shape.iter().product();
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..n {
+        f(&idx);
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+pub fn splat<T: Copy>(shape: &[usize], v: T) -> Tile<T> {
+    Tile {
+        shape: shape.to_vec(),
+        data: vec![v; shape.iter().product()],
+    }
+}
+
+pub fn arange(n: usize) -> Tile<i32> {
+    Tile {
+        shape: vec![n],
+        data: (0..n as i32).collect(),
+    }
+}
+
+/// The tile at tile-grid `index`, `pad` where out of bounds.
+pub fn load<T: Element>(t: &HostTensor<T>, index: &[i32], shape: &[usize], pad: T) -> Tile<T> {
+    let mut data = Vec::with_capacity(shape.iter().product());
+    let mut g = vec![0i64; shape.len()];
+    for_each_coord(shape, |c| {
+        for d in 0..shape.len() {
+            g[d] = index[d] as i64 * shape[d] as i64 + c[d] as i64;
+        }
+        data.push(t.checked(&g).unwrap_or(pad));
+    });
+    Tile {
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+/// Writes the in-bounds elements of `tile` at tile-grid `index`.
+pub fn store<T: Element>(t: &mut HostTensor<T>, index: &[i32], tile: &Tile<T>) {
+    let mut g = vec![0i64; tile.shape.len()];
+    let mut i = 0;
+    for_each_coord(&tile.shape, |c| {
+        for d in 0..c.len() {
+            g[d] = index[d] as i64 * tile.shape[d] as i64 + c[d] as i64;
+        }
+        t.checked_set(&g, tile.data[i]);
+        i += 1;
+    });
+}
+
+/// One element, zero when out of bounds.
+pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
+    let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    t.checked(&g).unwrap_or_default()
+}
+
+pub fn map<T: Copy, U>(a: &Tile<T>, f: impl Fn(T) -> U) -> Tile<U> {
+    Tile {
+        shape: a.shape.clone(),
+        data: a.data.iter().map(|&x| f(x)).collect(),
+    }
+}
+
+pub fn zip<T: Copy, U>(a: &Tile<T>, b: &Tile<T>, f: impl Fn(T, T) -> U) -> Tile<U> {
+    assert_eq!(a.shape, b.shape, "element-wise operands have one shape after broadcasting");
+    Tile {
+        shape: a.shape.clone(),
+        data: a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect(),
+    }
+}
+
+pub fn zip3<C: Copy, T: Copy>(c: &Tile<C>, a: &Tile<T>, b: &Tile<T>, f: impl Fn(C, T, T) -> T) -> Tile<T> {
+    assert!(c.shape == a.shape && a.shape == b.shape, "select operands have one shape");
+    Tile {
+        shape: a.shape.clone(),
+        data: (0..a.data.len()).map(|i| f(c.data[i], a.data[i], b.data[i])).collect(),
+    }
+}
+
+pub fn reshape<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
+    Tile {
+        shape: shape.to_vec(),
+        data: a.data.clone(),
+    }
+}
+
+/// Repeats size-1 dimensions up to `shape` (same rank).
+pub fn broadcast<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
+    let src = strides(&a.shape);
+    let mut data = Vec::with_capacity(shape.iter().product());
+    for_each_coord(shape, |c| {
+        let o: usize = (0..shape.len()).map(|d| if a.shape[d] == 1 { 0 } else { c[d] * src[d] }).sum();
+        data.push(a.data[o]);
+    });
+    Tile {
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+/// Dimension `i` of the result is dimension `perm[i]` of `a`.
+pub fn permute<T: Copy>(a: &Tile<T>, perm: &[usize]) -> Tile<T> {
+    let shape: Vec<usize> = perm.iter().map(|&p| a.shape[p]).collect();
+    let src = strides(&a.shape);
+    let mut data = Vec::with_capacity(a.data.len());
+    for_each_coord(&shape, |c| {
+        let o: usize = (0..shape.len()).map(|i| c[i] * src[perm[i]]).sum();
+        data.push(a.data[o]);
+    });
+    Tile { shape, data }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    Sum,
+    Max,
+    Min,
+}
+
+/// Groups the elements of `a` by their coordinate with `axis` removed.
+fn lanes<T: Copy>(a: &Tile<T>, axis: usize) -> (Vec<usize>, Vec<Vec<T>>) {
+    let mut out_shape = a.shape.clone();
+    out_shape[axis] = 1;
+    let n: usize = out_shape.iter().product();
+    let mut groups = vec![Vec::with_capacity(a.shape[axis]); n];
+    let os = strides(&out_shape);
+    let mut i = 0;
+    for_each_coord(&a.shape, |c| {
+        let o: usize = (0..c.len()).map(|d| if d == axis { 0 } else { c[d] * os[d] }).sum();
+        groups[o].push(a.data[i]);
+        i += 1;
+    });
+    (out_shape, groups)
+}
+
+/// Sum, max or min along `axis`, keeping it with size 1. Floats sum in f64.
+pub fn reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, r: Reduction) -> Tile<T> {
+    let (shape, groups) = lanes(a, axis);
+    let data = groups
+        .iter()
+        .map(|g| match r {
+            Reduction::Sum => T::from_f64(g.iter().map(|x| x.to_f64()).sum()),
+            Reduction::Max => g.iter().copied().reduce(ops::max).expect("non-empty"),
+            Reduction::Min => g.iter().copied().reduce(ops::min).expect("non-empty"),
+        })
+        .collect();
+    Tile { shape, data }
+}
+
+/// Index of the largest (`max`) or smallest element along `axis`; ties go to
+/// the lowest index.
+pub fn arg_reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, max: bool) -> Tile<i32> {
+    let (shape, groups) = lanes(a, axis);
+    let data = groups
+        .iter()
+        .map(|g| {
+            let mut best = 0;
+            for (i, x) in g.iter().enumerate() {
+                let (x, b) = (x.to_f64(), g[best].to_f64());
+                if (max && x > b) || (!max && x < b) {
+                    best = i;
+                }
+            }
+            best as i32
+        })
+        .collect();
+    Tile { shape, data }
+}
+
+/// Element operations with the GPU's semantics.
+pub mod ops {
+    use half::{bf16, f16};
+
+    /// A number the reference library computes with.
+    pub trait Scalar: Copy + PartialOrd + std::fmt::Debug {
+        fn to_f64(self) -> f64;
+        /// Rounds floats; wraps integers.
+        fn from_f64(x: f64) -> Self;
+    }
+
+    /// Arithmetic with GPU semantics.
+    pub trait Arith: Scalar {
+        fn add(self, o: Self) -> Self;
+        fn sub(self, o: Self) -> Self;
+        fn mul(self, o: Self) -> Self;
+        fn div(self, o: Self) -> Self;
+        fn neg(self) -> Self;
+        fn abs(self) -> Self;
+    }
+
+    macro_rules! float_arith {
+        ($t:ty, $to:expr, $from:expr) => {
+            impl Scalar for $t {
+                fn to_f64(self) -> f64 {
+                    let f: fn($t) -> f32 = $to;
+                    f(self) as f64
+                }
+                fn from_f64(x: f64) -> Self {
+                    let f: fn(f32) -> $t = $from;
+                    f(x as f32)
+                }
+            }
+            impl Arith for $t {
+                fn add(self, o: Self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(to(self) + to(o))
+                }
+                fn sub(self, o: Self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(to(self) - to(o))
+                }
+                fn mul(self, o: Self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(to(self) * to(o))
+                }
+                fn div(self, o: Self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(to(self) / to(o))
+                }
+                fn neg(self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(-to(self))
+                }
+                fn abs(self) -> Self {
+                    let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
+                    from(to(self).abs())
+                }
+            }
+        };
+    }
+    float_arith!(f32, |x| x, |x| x);
+    float_arith!(f16, |x| x.to_f32(), f16::from_f32);
+    float_arith!(bf16, |x| x.to_f32(), bf16::from_f32);
+
+    macro_rules! int_arith {
+        ($t:ty) => {
+            impl Scalar for $t {
+                fn to_f64(self) -> f64 {
+                    self as f64
+                }
+                fn from_f64(x: f64) -> Self {
+                    x as i64 as $t
+                }
+            }
+            impl Arith for $t {
+                fn add(self, o: Self) -> Self {
+                    self.wrapping_add(o)
+                }
+                fn sub(self, o: Self) -> Self {
+                    self.wrapping_sub(o)
+                }
+                fn mul(self, o: Self) -> Self {
+                    self.wrapping_mul(o)
+                }
+                /// Division by zero gives all ones, as the GPU's does.
+                fn div(self, o: Self) -> Self {
+                    if o == 0 { !0 } else { self.wrapping_div(o) }
+                }
+                fn neg(self) -> Self {
+                    (0 as $t).wrapping_sub(self)
+                }
+                #[allow(unused_comparisons)]
+                fn abs(self) -> Self {
+                    if self < 0 { (0 as $t).wrapping_sub(self) } else { self }
+                }
+            }
+        };
+    }
+    int_arith!(i32);
+    int_arith!(u32);
+
+    impl Scalar for bool {
+        fn to_f64(self) -> f64 {
+            self as u8 as f64
+        }
+        fn from_f64(x: f64) -> Self {
+            x != 0.0
+        }
+    }
+
+    pub fn add<T: Arith>(a: T, b: T) -> T {
+        a.add(b)
+    }
+    pub fn sub<T: Arith>(a: T, b: T) -> T {
+        a.sub(b)
+    }
+    pub fn mul<T: Arith>(a: T, b: T) -> T {
+        a.mul(b)
+    }
+    pub fn div<T: Arith>(a: T, b: T) -> T {
+        a.div(b)
+    }
+    pub fn neg<T: Arith>(a: T) -> T {
+        a.neg()
+    }
+    pub fn abs<T: Arith>(a: T) -> T {
+        a.abs()
+    }
+
+    /// The larger value; a NaN operand loses, as with the GPU's `max`.
+    pub fn max<T: Scalar>(a: T, b: T) -> T {
+        if b > a || a.partial_cmp(&a).is_none() { b } else { a }
+    }
+    pub fn min<T: Scalar>(a: T, b: T) -> T {
+        if b < a || a.partial_cmp(&a).is_none() { b } else { a }
+    }
+
+    pub fn eq<T: PartialEq>(a: T, b: T) -> bool {
+        a == b
+    }
+    pub fn ne<T: PartialEq>(a: T, b: T) -> bool {
+        a != b
+    }
+    pub fn lt<T: PartialOrd>(a: T, b: T) -> bool {
+        a < b
+    }
+    pub fn le<T: PartialOrd>(a: T, b: T) -> bool {
+        a <= b
+    }
+    pub fn gt<T: PartialOrd>(a: T, b: T) -> bool {
+        a > b
+    }
+    pub fn ge<T: PartialOrd>(a: T, b: T) -> bool {
+        a >= b
+    }
+
+    /// Integer-only operations.
+    pub trait Int: Copy {
+        fn rem(self, o: Self) -> Self;
+        fn shl(self, o: Self) -> Self;
+        fn shr(self, o: Self) -> Self;
+    }
+    impl Int for i32 {
+        fn rem(self, o: Self) -> Self {
+            if o == 0 { self } else { self.wrapping_rem(o) }
+        }
+        /// Shift amounts of 32 or more give 0 (the sign for `>>`), as PTX clamps them.
+        fn shl(self, o: Self) -> Self {
+            if (o as u32) >= 32 { 0 } else { self << o }
+        }
+        fn shr(self, o: Self) -> Self {
+            self >> (o as u32).min(31)
+        }
+    }
+    impl Int for u32 {
+        fn rem(self, o: Self) -> Self {
+            if o == 0 { self } else { self % o }
+        }
+        fn shl(self, o: Self) -> Self {
+            if o >= 32 { 0 } else { self << o }
+        }
+        fn shr(self, o: Self) -> Self {
+            if o >= 32 { 0 } else { self >> o }
+        }
+    }
+    pub fn rem<T: Int>(a: T, b: T) -> T {
+        a.rem(b)
+    }
+    pub fn shl<T: Int>(a: T, b: T) -> T {
+        a.shl(b)
+    }
+    pub fn shr<T: Int>(a: T, b: T) -> T {
+        a.shr(b)
+    }
+
+    /// Bitwise (integers) and logical (bool) operations.
+    pub trait Bits: Copy {
+        fn and(self, o: Self) -> Self;
+        fn or(self, o: Self) -> Self;
+        fn xor(self, o: Self) -> Self;
+        fn not(self) -> Self;
+    }
+    macro_rules! bits {
+        ($t:ty) => {
+            impl Bits for $t {
+                fn and(self, o: Self) -> Self {
+                    self & o
+                }
+                fn or(self, o: Self) -> Self {
+                    self | o
+                }
+                fn xor(self, o: Self) -> Self {
+                    self ^ o
+                }
+                fn not(self) -> Self {
+                    !self
+                }
+            }
+        };
+    }
+    bits!(i32);
+    bits!(u32);
+    bits!(bool);
+    pub fn and<T: Bits>(a: T, b: T) -> T {
+        a.and(b)
+    }
+    pub fn or<T: Bits>(a: T, b: T) -> T {
+        a.or(b)
+    }
+    pub fn xor<T: Bits>(a: T, b: T) -> T {
+        a.xor(b)
+    }
+    pub fn not<T: Bits>(a: T) -> T {
+        a.not()
+    }
+
+    pub fn select<T>(c: bool, a: T, b: T) -> T {
+        if c { a } else { b }
+    }
+
+    /// Transcendentals, computed exactly in f32 (half types round the result).
+    pub trait Float: Scalar {
+        fn via(self, f: fn(f32) -> f32) -> Self;
+    }
+    impl Float for f32 {
+        fn via(self, f: fn(f32) -> f32) -> Self {
+            f(self)
+        }
+    }
+    impl Float for f16 {
+        fn via(self, f: fn(f32) -> f32) -> Self {
+            f16::from_f32(f(self.to_f32()))
+        }
+    }
+    impl Float for bf16 {
+        fn via(self, f: fn(f32) -> f32) -> Self {
+            bf16::from_f32(f(self.to_f32()))
+        }
+    }
+    pub fn exp<T: Float>(a: T) -> T {
+        a.via(f32::exp)
+    }
+    pub fn exp2<T: Float>(a: T) -> T {
+        a.via(f32::exp2)
+    }
+    pub fn log<T: Float>(a: T) -> T {
+        a.via(f32::ln)
+    }
+    pub fn log2<T: Float>(a: T) -> T {
+        a.via(f32::log2)
+    }
+    pub fn sqrt<T: Float>(a: T) -> T {
+        a.via(f32::sqrt)
+    }
+    pub fn rsqrt<T: Float>(a: T) -> T {
+        a.via(|x| 1.0 / x.sqrt())
+    }
+    pub fn tanh<T: Float>(a: T) -> T {
+        a.via(f32::tanh)
+    }
+    pub fn erf<T: Float>(a: T) -> T {
+        a.via(libm::erff)
+    }
+
+    /// Conversion between element types with Rust `as` semantics (saturating
+    /// float-to-int, bit-preserving i32/u32, round-to-nearest to half types).
+    pub trait CastTo<U> {
+        fn cast(self) -> U;
+    }
+    pub fn cast<T: CastTo<U>, U>(a: T) -> U {
+        a.cast()
+    }
+    macro_rules! casts {
+        ($($from:ty => $to:ty : |$x:ident| $e:expr;)*) => {
+            $(impl CastTo<$to> for $from {
+                fn cast(self) -> $to {
+                    let $x = self;
+                    $e
+                }
+            })*
+        };
+    }
+    casts! {
+        f32 => f32: |x| x;
+        f32 => f16: |x| f16::from_f32(x);
+        f32 => bf16: |x| bf16::from_f32(x);
+        f32 => i32: |x| x as i32;
+        f32 => u32: |x| x as u32;
+        f32 => bool: |x| x != 0.0;
+        f16 => f32: |x| x.to_f32();
+        f16 => f16: |x| x;
+        f16 => bf16: |x| bf16::from_f32(x.to_f32());
+        f16 => i32: |x| x.to_f32() as i32;
+        f16 => u32: |x| x.to_f32() as u32;
+        f16 => bool: |x| x.to_f32() != 0.0;
+        bf16 => f32: |x| x.to_f32();
+        bf16 => f16: |x| f16::from_f32(x.to_f32());
+        bf16 => bf16: |x| x;
+        bf16 => i32: |x| x.to_f32() as i32;
+        bf16 => u32: |x| x.to_f32() as u32;
+        bf16 => bool: |x| x.to_f32() != 0.0;
+        i32 => f32: |x| x as f32;
+        i32 => f16: |x| f16::from_f32(x as f32);
+        i32 => bf16: |x| bf16::from_f32(x as f32);
+        i32 => i32: |x| x;
+        i32 => u32: |x| x as u32;
+        i32 => bool: |x| x != 0;
+        u32 => f32: |x| x as f32;
+        u32 => f16: |x| f16::from_f32(x as f32);
+        u32 => bf16: |x| bf16::from_f32(x as f32);
+        u32 => i32: |x| x as i32;
+        u32 => u32: |x| x;
+        u32 => bool: |x| x != 0;
+        bool => f32: |x| x as u8 as f32;
+        bool => f16: |x| f16::from_f32(x as u8 as f32);
+        bool => bf16: |x| bf16::from_f32(x as u8 as f32);
+        bool => i32: |x| x as i32;
+        bool => u32: |x| x as u32;
+        bool => bool: |x| x;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_pads_and_store_drops_out_of_bounds() {
+        let t = HostTensor::from_vec((0..6).map(|x| x as f32).collect(), &[2, 3]).unwrap();
+        let tile = load(&t, &[0, 1], &[2, 2], -1.0);
+        assert_eq!(tile.data, vec![2.0, -1.0, 5.0, -1.0]);
+        let mut out = HostTensor::<f32>::zeros(&[2, 3]);
+        store(&mut out, &[0, 1], &splat(&[2, 2], 7.0));
+        assert_eq!(out.to_vec(), vec![0.0, 0.0, 7.0, 0.0, 0.0, 7.0]);
+    }
+
+    #[test]
+    fn reductions_keep_the_axis() {
+        let t = Tile {
+            shape: vec![2, 3],
+            data: vec![1.0f32, 5.0, 2.0, 4.0, 3.0, 6.0],
+        };
+        assert_eq!(reduce(&t, 1, Reduction::Sum).data, vec![8.0, 13.0]);
+        assert_eq!(reduce(&t, 0, Reduction::Max).shape, vec![1, 3]);
+        assert_eq!(reduce(&t, 0, Reduction::Max).data, vec![4.0, 5.0, 6.0]);
+        assert_eq!(arg_reduce(&t, 1, true).data, vec![1, 2]);
+    }
+
+    #[test]
+    fn broadcast_and_permute() {
+        let t = Tile {
+            shape: vec![2, 1],
+            data: vec![1, 2],
+        };
+        assert_eq!(broadcast(&t, &[2, 3]).data, vec![1, 1, 1, 2, 2, 2]);
+        let m = Tile {
+            shape: vec![2, 3],
+            data: vec![0, 1, 2, 3, 4, 5],
+        };
+        assert_eq!(permute(&m, &[1, 0]).data, vec![0, 3, 1, 4, 2, 5]);
+    }
+
+    #[test]
+    fn integer_semantics_match_the_gpu() {
+        assert_eq!(ops::add(i32::MAX, 1), i32::MIN);
+        assert_eq!(ops::div(7i32, 0), -1);
+        assert_eq!(ops::shl(1i32, 40), 0);
+        assert_eq!(ops::cast::<f32, i32>(f32::NAN), 0);
+        assert_eq!(ops::cast::<f32, i32>(1e20), i32::MAX);
+    }
+}

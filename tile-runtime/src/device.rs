@@ -1,0 +1,175 @@
+//! The GPU: driver probe, device and context, streams, timing events, and the
+//! module cache (each PTX variant is loaded once per device).
+
+use crate::spec::{KernelSpec, Target, VariantSpec};
+use crate::{Error, Result};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// One CUDA device with its primary context.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    name: String,
+    capability: (i32, i32),
+    functions: Mutex<HashMap<usize, CudaFunction>>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({} sm_{}{})", self.name, self.capability.0, self.capability.1)
+    }
+}
+
+/// True when the NVIDIA driver library can be loaded.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda and drops the handle.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// How many CUDA devices the driver reports (probing for the driver first).
+pub fn device_count() -> Result<usize> {
+    if !driver_present() {
+        return Err(Error::NoDriver);
+    }
+    match CudaContext::device_count() {
+        Ok(n) => Ok(n.max(0) as usize),
+        // cuInit itself fails with "no device" on machines without a GPU.
+        Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => Ok(0),
+        Err(e) => Err(Error::driver("cuDeviceGetCount", e)),
+    }
+}
+
+impl Device {
+    /// Opens device `ordinal`. Fails with a typed error when there is no
+    /// driver, no such device, or the device is older than sm_90.
+    pub fn new(ordinal: usize) -> Result<Arc<Device>> {
+        let count = device_count()?;
+        if count == 0 {
+            return Err(Error::NoDevice);
+        }
+        if ordinal >= count {
+            return Err(Error::DeviceIndex { index: ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
+        let name = ctx.name().map_err(|e| Error::driver("cuDeviceGetName", e))?;
+        let capability = ctx
+            .compute_capability()
+            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
+        if capability.0 < 9 {
+            return Err(Error::UnsupportedDevice {
+                name,
+                major: capability.0,
+                minor: capability.1,
+            });
+        }
+        Ok(Arc::new(Device {
+            ctx,
+            name,
+            capability,
+            functions: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// (major, minor), e.g. (9, 0) for H100/H200.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.capability
+    }
+
+    /// The PTX target loaded on this device. The portable sm_90 PTX runs on
+    /// every supported GPU: the driver compiles it for sm_100 and sm_120.
+    pub fn target(&self) -> Target {
+        Target::Sm90
+    }
+
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The device's default stream.
+    pub fn stream(self: &Arc<Self>) -> Stream {
+        Stream {
+            device: self.clone(),
+            inner: self.ctx.default_stream(),
+        }
+    }
+
+    /// A new stream, independent of the default one.
+    pub fn new_stream(self: &Arc<Self>) -> Result<Stream> {
+        let inner = self.ctx.new_stream().map_err(|e| Error::driver("cuStreamCreate", e))?;
+        Ok(Stream {
+            device: self.clone(),
+            inner,
+        })
+    }
+
+    /// The loaded function for a variant, loading its module on first use.
+    pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static VariantSpec) -> Result<CudaFunction> {
+        let key = v as *const VariantSpec as usize;
+        let mut cache = self.functions.lock().expect("module cache lock");
+        if let Some(f) = cache.get(&key) {
+            return Ok(f.clone());
+        }
+        let ptx = self.target().module(v);
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|e| Error::Driver {
+                call: "cuModuleLoadData",
+                message: format!("{} ({}): {e}", kernel.describe(v), v.entry),
+            })?;
+        let f = module
+            .load_function(v.entry)
+            .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+        cache.insert(key, f.clone());
+        Ok(f)
+    }
+}
+
+/// A CUDA stream: kernels and copies on it run in order.
+#[derive(Clone)]
+pub struct Stream {
+    device: Arc<Device>,
+    inner: Arc<CudaStream>,
+}
+
+impl Stream {
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    pub(crate) fn cuda(&self) -> &Arc<CudaStream> {
+        &self.inner
+    }
+
+    /// Waits for everything queued on the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))
+    }
+
+    /// Records an event: the point in the stream reached when it completes.
+    pub fn record(&self) -> Result<Event> {
+        let ev = self
+            .device
+            .ctx
+            .new_event(None)
+            .map_err(|e| Error::driver("cuEventCreate", e))?;
+        ev.record(&self.inner).map_err(|e| Error::driver("cuEventRecord", e))?;
+        Ok(Event(ev))
+    }
+}
+
+/// A point in a stream, for timing GPU work.
+pub struct Event(cudarc::driver::CudaEvent);
+
+impl Event {
+    /// Milliseconds of GPU time from `self` to `later` (waits for `later`).
+    pub fn elapsed_ms(&self, later: &Event) -> Result<f32> {
+        later.0.synchronize().map_err(|e| Error::driver("cuEventSynchronize", e))?;
+        self.0.elapsed_ms(&later.0).map_err(|e| Error::driver("cuEventElapsedTime", e))
+    }
+}

@@ -1,0 +1,192 @@
+//! Launching a compiled kernel: every argument is checked against the
+//! kernel's spec first (ranks, 32-bit addressability, grid limits, device),
+//! then the variant is chosen (16-byte vector accesses where every tensor
+//! allows them) and launched on the stream.
+
+use crate::device::Stream;
+use crate::grid::Grid;
+use crate::spec::{KernelSpec, ParamSpec};
+use crate::tensor::TensorArg;
+use crate::{Element, Error, Result, Tensor};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+/// One argument of a launch, in the kernel's parameter order.
+pub enum Arg<'a> {
+    Tensor(&'a dyn TensorArg),
+    TensorMut(&'a mut dyn TensorArg),
+    F32(f32),
+    I32(i32),
+    U32(u32),
+}
+
+impl<'a> Arg<'a> {
+    pub fn tensor<T: Element>(t: &'a Tensor<T>) -> Arg<'a> {
+        Arg::Tensor(t)
+    }
+
+    pub fn tensor_mut<T: Element>(t: &'a mut Tensor<T>) -> Arg<'a> {
+        Arg::TensorMut(t)
+    }
+
+    fn tensor_view(&self) -> Option<&dyn TensorArg> {
+        match self {
+            Arg::Tensor(t) => Some(*t),
+            Arg::TensorMut(t) => Some(&**t),
+            _ => None,
+        }
+    }
+}
+
+const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// Checks the grid against the hardware limits.
+pub fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
+    for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
+        if n == 0 || n > max {
+            return Err(Error::Grid {
+                kernel,
+                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Checks one tensor's rank and that 32-bit element offsets reach all of it.
+fn check_tensor(kernel: &KernelSpec, param: &ParamSpec, shape: &[usize], strides: &[usize]) -> Result<()> {
+    let ParamSpec::Tensor { name, rank, .. } = *param else {
+        unreachable!("checked by the caller")
+    };
+    if shape.len() != rank {
+        return Err(Error::Rank {
+            kernel: kernel.name,
+            param: name,
+            expected: rank,
+            found: shape.len(),
+        });
+    }
+    let max_offset = crate::host::span(shape, strides) as u64;
+    let too_big = max_offset > i32::MAX as u64
+        || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
+    if too_big {
+        return Err(Error::TooLarge {
+            kernel: kernel.name,
+            param: name,
+            max_offset,
+        });
+    }
+    Ok(())
+}
+
+/// The argument check of a kernel's CPU version: ranks and grid.
+pub fn check_cpu_args(kernel: &'static KernelSpec, shapes: &[Option<&[usize]>], grid: Grid) -> Result<()> {
+    check_grid(kernel.name, grid)?;
+    for (p, s) in kernel.params.iter().zip(shapes) {
+        if let (ParamSpec::Tensor { name, rank, .. }, Some(shape)) = (p, s) {
+            if shape.len() != *rank {
+                return Err(Error::Rank {
+                    kernel: kernel.name,
+                    param: name,
+                    expected: *rank,
+                    found: shape.len(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True when 16-byte vector accesses are valid for a tensor at `ptr`.
+fn allows_vectors(dtype: crate::DType, shape: &[usize], strides: &[usize], ptr: u64) -> bool {
+    let v = 16 / dtype.bytes();
+    let last = shape.len() - 1;
+    ptr % 16 == 0
+        && strides[last] == 1
+        && shape[last] % v == 0
+        && strides[..last].iter().all(|s| s % v == 0)
+}
+
+enum Raw {
+    U64(u64),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+}
+
+/// Launches `kernel` with const values `consts`. Called by the generated
+/// `launch` functions, which fix the argument types.
+pub fn launch(
+    kernel: &'static KernelSpec,
+    types: &[crate::DType],
+    consts: &[i64],
+    stream: &Stream,
+    grid: Grid,
+    args: &mut [Arg],
+) -> Result<()> {
+    check_grid(kernel.name, grid)?;
+    let ctx = stream.device().context().clone();
+    for (p, a) in kernel.params.iter().zip(args.iter()) {
+        if let Some(t) = a.tensor_view() {
+            check_tensor(kernel, p, t.shape(), t.strides())?;
+            if !Arc::ptr_eq(t.context(), &ctx) {
+                return Err(Error::WrongContext {
+                    kernel: kernel.name,
+                    param: p.name(),
+                });
+            }
+        }
+    }
+    let cuda = stream.cuda();
+    let mut raws = Vec::new();
+    let mut guards = Vec::new();
+    let mut vectorized = true;
+    for a in args.iter_mut() {
+        match a {
+            Arg::Tensor(t) => {
+                let (ptr, g) = t.ptr(cuda);
+                vectorized &= allows_vectors(t.dtype(), t.shape(), t.strides(), ptr);
+                raws.push(Raw::U64(ptr));
+                raws.extend(t.shape().iter().chain(t.strides()).map(|&x| Raw::U32(x as u32)));
+                guards.push(g);
+            }
+            Arg::TensorMut(t) => {
+                let (shape, strides) = (t.shape().to_vec(), t.strides().to_vec());
+                let dtype = t.dtype();
+                let (ptr, g) = t.ptr_mut(cuda);
+                vectorized &= allows_vectors(dtype, &shape, &strides, ptr);
+                raws.push(Raw::U64(ptr));
+                raws.extend(shape.iter().chain(&strides).map(|&x| Raw::U32(x as u32)));
+                guards.push(g);
+            }
+            Arg::F32(x) => raws.push(Raw::F32(*x)),
+            Arg::I32(x) => raws.push(Raw::I32(*x)),
+            Arg::U32(x) => raws.push(Raw::U32(*x)),
+        }
+    }
+    let variant = kernel.variant(types, consts, vectorized).ok_or_else(|| Error::NotBuilt {
+        kernel: kernel.name,
+        consts: consts.to_vec(),
+    })?;
+    let func = stream.device().function(kernel, variant)?;
+    let mut builder = cuda.launch_builder(&func);
+    for r in &raws {
+        match r {
+            Raw::U64(x) => builder.arg(x),
+            Raw::U32(x) => builder.arg(x),
+            Raw::I32(x) => builder.arg(x),
+            Raw::F32(x) => builder.arg(x),
+        };
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (grid.x, grid.y, grid.z),
+        block_dim: (variant.threads, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the arguments match the entry's parameter list (generated from
+    // the same spec), every tensor was checked to be addressable with 32-bit
+    // offsets, and the kernel bounds-checks every access against the shapes.
+    unsafe { builder.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+    drop(guards);
+    Ok(())
+}

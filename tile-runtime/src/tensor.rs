@@ -1,0 +1,138 @@
+//! Tensors in GPU memory: a buffer, a shape and element strides.
+
+use crate::device::Stream;
+use crate::host::{contiguous_strides, span, HostTensor};
+use crate::{DType, Element, Error, Result};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+use std::sync::Arc;
+
+/// An n-dimensional array on a GPU.
+pub struct Tensor<T: Element> {
+    buf: CudaSlice<T>,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+}
+
+impl<T: Element> std::fmt::Debug for Tensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor<{}>{:?} strides {:?}", T::DTYPE, self.shape, self.strides)
+    }
+}
+
+impl<T: Element> Tensor<T> {
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The same buffer seen with another contiguous shape of equal size.
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor<T>> {
+        let n: usize = shape.iter().product();
+        if n != self.len() || self.strides != contiguous_strides(&self.shape) {
+            return Err(Error::Shape(format!(
+                "can't reshape {:?} (strides {:?}) to {shape:?}",
+                self.shape, self.strides
+            )));
+        }
+        self.strides = contiguous_strides(shape);
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+}
+
+impl Stream {
+    /// Copies a host tensor to the GPU, keeping its strides.
+    pub fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
+        let storage = &host.storage()[..span(host.shape(), host.strides()).max(1).min(host.storage().len())];
+        let buf = self.cuda().clone_htod(storage).map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        Ok(Tensor {
+            buf,
+            shape: host.shape().to_vec(),
+            strides: host.strides().to_vec(),
+        })
+    }
+
+    /// Copies `data` (row-major) to a new contiguous GPU tensor of `shape`.
+    pub fn upload_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Tensor<T>> {
+        let n: usize = shape.iter().product();
+        if n != data.len() {
+            return Err(Error::Shape(format!(
+                "shape {shape:?} holds {n} elements but the data has {}",
+                data.len()
+            )));
+        }
+        let buf = self.cuda().clone_htod(data).map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        Ok(Tensor {
+            buf,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+        })
+    }
+
+    /// A new contiguous tensor filled with `value`.
+    pub fn full<T: Element>(&self, shape: &[usize], value: T) -> Result<Tensor<T>> {
+        let n: usize = shape.iter().product();
+        self.upload_slice(&vec![value; n], shape)
+    }
+
+    /// A new contiguous tensor of zeros.
+    pub fn zeros<T: Element>(&self, shape: &[usize]) -> Result<Tensor<T>> {
+        self.full(shape, T::default())
+    }
+
+    /// Copies a GPU tensor back (waits for the stream).
+    pub fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
+        let data = self.cuda().clone_dtoh(&t.buf).map_err(|e| Error::driver("cuMemcpyDtoH", e))?;
+        self.synchronize()?;
+        HostTensor::from_vec_strided(data, &t.shape, &t.strides)
+    }
+}
+
+/// A tensor argument with its element type erased, as the launcher sees it.
+pub trait TensorArg {
+    fn dtype(&self) -> DType;
+    fn shape(&self) -> &[usize];
+    fn strides(&self) -> &[usize];
+    fn context(&self) -> &Arc<CudaContext>;
+    /// The device address, for reading on `stream`.
+    fn ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>);
+    /// The device address, for writing on `stream`.
+    fn ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>);
+}
+
+impl<T: Element> TensorArg for Tensor<T> {
+    fn dtype(&self) -> DType {
+        T::DTYPE
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+    fn context(&self) -> &Arc<CudaContext> {
+        self.buf.context()
+    }
+    fn ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+        self.buf.device_ptr(stream)
+    }
+    fn ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>) {
+        self.buf.device_ptr_mut(stream)
+    }
+}

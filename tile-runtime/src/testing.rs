@@ -1,0 +1,21 @@
+//! Helpers for tests that need a GPU.
+
+use crate::{Device, Error};
+use std::sync::Arc;
+
+/// The GPU for a test, or `None` (after printing one line) when the machine
+/// has none. With `TILE_REQUIRE_GPU=1` a missing GPU is a test failure, so a
+/// GPU run can't pass by skipping.
+pub fn gpu_or_skip(test: &str) -> Option<Arc<Device>> {
+    match Device::new(0) {
+        Ok(d) => Some(d),
+        Err(e @ (Error::NoDriver | Error::NoDevice)) => {
+            if std::env::var("TILE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("{test}: TILE_REQUIRE_GPU=1 but no GPU is usable: {e}");
+            }
+            println!("skipping {test}: no GPU ({e})");
+            None
+        }
+        Err(e) => panic!("{test}: the GPU could not be opened: {e}"),
+    }
+}
