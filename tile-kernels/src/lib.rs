@@ -1,1 +1,27 @@
+//! The tile kernel library. Every kernel is written in the DSL and compiled
+//! to PTX at build time; each is a module with `launch` (GPU), `cpu` (the
+//! reference version) and `KERNEL` (its PTX and parameters).
+//!
+//! Tensors are row-major. Element-wise kernels take 1-D tensors (reshape a
+//! contiguous tensor to `[len]` first); row kernels take `[rows, cols]` and
+//! run one block per row.
 
+pub mod elementwise;
+pub mod embedding;
+pub mod norm;
+pub mod softmax;
+
+/// Every kernel of this library (also listed by `tile::registered_kernels`).
+pub fn kernels() -> [&'static tile::KernelSpec; 9] {
+    [
+        &elementwise::add::KERNEL,
+        &elementwise::scale::KERNEL,
+        &elementwise::residual_add::KERNEL,
+        &elementwise::gelu::KERNEL,
+        &embedding::embedding::KERNEL,
+        &norm::layer_norm::KERNEL,
+        &norm::rms_norm::KERNEL,
+        &softmax::softmax::KERNEL,
+        &softmax::softmax_online::KERNEL,
+    ]
+}

@@ -1,0 +1,158 @@
+//! Shared test helpers: random inputs, f64 references, error measures.
+#![allow(dead_code)]
+
+use tile::{bf16, f16, Element, HostTensor};
+
+/// A small deterministic generator (xorshift64*), seeded per test.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u = self.uniform().max(1e-300);
+        let v = self.uniform();
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    pub fn normals(&mut self, n: usize, scale: f64) -> Vec<f64> {
+        (0..n).map(|_| self.normal() * scale).collect()
+    }
+}
+
+/// Element types the tests convert to and from f64, with the relative error
+/// expected of a kernel computed in f32 and rounded to the type.
+pub trait Num: Element {
+    const TOL: f64;
+    fn of(x: f64) -> Self;
+    fn f(self) -> f64;
+}
+
+impl Num for f32 {
+    const TOL: f64 = 1e-5;
+    fn of(x: f64) -> Self {
+        x as f32
+    }
+    fn f(self) -> f64 {
+        self as f64
+    }
+}
+impl Num for f16 {
+    const TOL: f64 = 2e-3;
+    fn of(x: f64) -> Self {
+        f16::from_f64(x)
+    }
+    fn f(self) -> f64 {
+        self.to_f64()
+    }
+}
+impl Num for bf16 {
+    const TOL: f64 = 1e-2;
+    fn of(x: f64) -> Self {
+        bf16::from_f64(x)
+    }
+    fn f(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+pub fn host<T: Num>(data: &[f64], shape: &[usize]) -> HostTensor<T> {
+    HostTensor::from_vec(data.iter().map(|&x| T::of(x)).collect(), shape).unwrap()
+}
+
+/// Values as f64, after rounding to `T` (the input the kernel really saw).
+pub fn rounded<T: Num>(data: &[f64]) -> Vec<f64> {
+    data.iter().map(|&x| T::of(x).f()).collect()
+}
+
+pub fn values<T: Num>(t: &HostTensor<T>) -> Vec<f64> {
+    t.to_vec().into_iter().map(Num::f).collect()
+}
+
+/// ‖got − want‖ / ‖want‖; infinite when any value is not finite.
+pub fn rel_err(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    if got.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    let num: f64 = got.iter().zip(want).map(|(a, b)| (a - b).powi(2)).sum();
+    let den: f64 = want.iter().map(|b| b * b).sum();
+    (num / den.max(1e-300)).sqrt()
+}
+
+pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    let e = rel_err(got, want);
+    assert!(e <= tol, "{what}: relative error {e:.3e} over tolerance {tol:.1e}");
+}
+
+// ---- f64 references -------------------------------------------------------
+
+pub fn softmax_ref(x: &[f64], cols: usize) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = row.iter().map(|v| (v - m).exp()).collect();
+            let s: f64 = e.iter().sum();
+            e.into_iter().map(move |v| v / s)
+        })
+        .collect()
+}
+
+pub fn layer_norm_ref(x: &[f64], w: &[f64], b: &[f64], cols: usize, eps: f64) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let n = cols as f64;
+            let mean = row.iter().sum::<f64>() / n;
+            let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+            let r = 1.0 / (var + eps).sqrt();
+            row.iter()
+                .enumerate()
+                .map(move |(i, v)| (v - mean) * r * w[i] + b[i])
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub fn rms_norm_ref(x: &[f64], w: &[f64], cols: usize, eps: f64) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            let ms = row.iter().map(|v| v * v).sum::<f64>() / cols as f64;
+            let r = 1.0 / (ms + eps).sqrt();
+            row.iter().enumerate().map(move |(i, v)| v * r * w[i]).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+pub fn gelu_ref(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+}
+
+pub fn embedding_ref(tokens: &[i32], wte: &[f64], wpe: &[f64], seq_len: usize, c: usize) -> Vec<f64> {
+    tokens
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &t)| {
+            let p = i % seq_len;
+            (0..c).map(move |j| wte[t as usize * c + j] + wpe[p * c + j])
+        })
+        .collect()
+}

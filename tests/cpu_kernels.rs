@@ -1,0 +1,120 @@
+//! The CPU reference version of every library kernel against plain f64 loops,
+//! on random inputs with ragged shapes.
+
+mod common;
+use common::*;
+use tile::{bf16, HostTensor};
+use tile_kernels::{elementwise, embedding, norm, softmax};
+
+const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
+
+fn cdiv(a: usize, b: usize) -> u32 {
+    a.div_ceil(b) as u32
+}
+
+#[test]
+fn softmax_single_pass_and_online() {
+    let mut rng = Rng::new(1);
+    for (rows, cols) in SHAPES {
+        let x = rng.normals(rows * cols, 3.0);
+        let want = softmax_ref(&x, cols);
+        let xt = host::<f32>(&x, &[rows, cols]);
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        softmax::softmax::cpu::<f32, 1024>(rows as u32, &xt, &mut y).unwrap();
+        assert_close("softmax", &values(&y), &want, 1e-5);
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        softmax::softmax_online::cpu::<f32, 1024>(rows as u32, &xt, &mut y).unwrap();
+        assert_close("softmax_online", &values(&y), &want, 1e-5);
+    }
+}
+
+#[test]
+fn softmax_online_handles_rows_longer_than_a_tile() {
+    let mut rng = Rng::new(2);
+    let (rows, cols) = (2, 5000);
+    let x = rng.normals(rows * cols, 2.0);
+    let want = softmax_ref(&rounded::<bf16>(&x), cols);
+    let xt = host::<bf16>(&x, &[rows, cols]);
+    let mut y = HostTensor::full(&[rows, cols], bf16::NAN);
+    softmax::softmax_online::cpu::<bf16, 1024>(rows as u32, &xt, &mut y).unwrap();
+    assert_close("softmax_online bf16", &values(&y), &want, bf16::TOL);
+}
+
+#[test]
+fn layer_norm_and_rms_norm() {
+    let mut rng = Rng::new(3);
+    for (rows, cols) in SHAPES {
+        let x = rng.normals(rows * cols, 2.0);
+        let w = rng.normals(cols, 1.0);
+        let b = rng.normals(cols, 1.0);
+        let (xt, wt, bt) = (host::<f32>(&x, &[rows, cols]), host::<f32>(&w, &[cols]), host::<f32>(&b, &[cols]));
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        norm::layer_norm::cpu::<f32, 1024>(rows as u32, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+        assert_close("layer_norm", &values(&y), &layer_norm_ref(&x, &w, &b, cols, 1e-5), 1e-5);
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        norm::rms_norm::cpu::<f32, 1024>(rows as u32, &xt, &wt, &mut y, 1e-5).unwrap();
+        assert_close("rms_norm", &values(&y), &rms_norm_ref(&x, &w, cols, 1e-5), 1e-5);
+    }
+}
+
+#[test]
+fn elementwise_kernels() {
+    let mut rng = Rng::new(4);
+    for n in [1, 5, 1024, 3001] {
+        let x = rng.normals(n, 2.0);
+        let y = rng.normals(n, 2.0);
+        let (xt, yt) = (host::<f32>(&x, &[n]), host::<f32>(&y, &[n]));
+        let grid = cdiv(n, 1024);
+        let mut out = HostTensor::full(&[n], f32::NAN);
+        elementwise::add::cpu::<f32, 1024>(grid, &xt, &yt, &mut out).unwrap();
+        let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+        assert_close("add", &values(&out), &want, 1e-6);
+
+        elementwise::scale::cpu::<f32, 1024>(grid, 0.5, &xt, &mut out).unwrap();
+        let want: Vec<f64> = x.iter().map(|a| 0.5 * a).collect();
+        assert_close("scale", &values(&out), &want, 1e-6);
+
+        elementwise::gelu::cpu::<f32, 1024>(grid, &xt, &mut out).unwrap();
+        let want: Vec<f64> = x.iter().map(|&a| gelu_ref(a)).collect();
+        // 1 + tanh(..) cancels for negative inputs: f32 keeps about 4 digits there.
+        assert_close("gelu", &values(&out), &want, 5e-4);
+
+        let mut acc = xt.clone();
+        elementwise::residual_add::cpu::<f32, 1024>(grid, &mut acc, &yt).unwrap();
+        let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+        assert_close("residual_add", &values(&acc), &want, 1e-6);
+    }
+}
+
+#[test]
+fn embedding_gathers_token_and_position_rows() {
+    let mut rng = Rng::new(5);
+    let (vocab, ctx, c, b, t) = (50, 16, 300, 2, 7);
+    let wte = rng.normals(vocab * c, 1.0);
+    let wpe = rng.normals(ctx * c, 1.0);
+    let tokens: Vec<i32> = (0..b * t).map(|_| rng.below(vocab) as i32).collect();
+    let tt = HostTensor::from_vec(tokens.clone(), &[b * t]).unwrap();
+    let mut out = HostTensor::full(&[b * t, c], f32::NAN);
+    embedding::embedding::cpu::<f32, 256>(
+        ((b * t) as u32, cdiv(c, 256)),
+        &tt,
+        &host::<f32>(&wte, &[vocab, c]),
+        &host::<f32>(&wpe, &[ctx, c]),
+        &mut out,
+        t as i32,
+    )
+    .unwrap();
+    assert_close("embedding", &values(&out), &embedding_ref(&tokens, &wte, &wpe, t, c), 1e-6);
+}
+
+#[test]
+fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
+    let x = HostTensor::<f32>::zeros(&[4]);
+    let mut y = HostTensor::<f32>::zeros(&[4]);
+    let err = softmax::softmax::cpu::<f32, 32>(1, &x, &mut y).unwrap_err();
+    assert!(matches!(err, tile::Error::Rank { expected: 2, found: 1, .. }), "{err}");
+    let x = HostTensor::<f32>::zeros(&[1, 4]);
+    let mut y = HostTensor::<f32>::zeros(&[1, 4]);
+    let err = softmax::softmax::cpu::<f32, 32>(0, &x, &mut y).unwrap_err();
+    assert!(matches!(err, tile::Error::Grid { .. }), "{err}");
+}

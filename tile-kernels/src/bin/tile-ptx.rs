@@ -1,0 +1,68 @@
+//! Writes the PTX of every registered kernel, specialization and target:
+//! `cargo run -p tile-kernels --bin tile-ptx -- --out DIR`.
+//!
+//! Files are named `<kernel>.<variant>.<target>.ptx`, where the variant is
+//! the specialization's types and const values and `v` (16-byte vector
+//! accesses) or `s` (scalar accesses), e.g. `softmax.f32_1024_v.sm_90.ptx`.
+
+use clap::Parser;
+use std::path::PathBuf;
+use tile::Target;
+
+#[derive(Parser)]
+#[command(about = "Dump the PTX of every registered tile kernel")]
+struct Args {
+    /// Directory to write the .ptx files into (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Only these targets (sm_90, sm_90a, sm_100a, sm_120a); default all.
+    #[arg(long = "target")]
+    targets: Vec<String>,
+    /// Only kernels whose name contains this text.
+    #[arg(long)]
+    kernel: Option<String>,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    // Referencing the library links it, so its kernels are in the registry.
+    tile_kernels::kernels();
+    let targets: Vec<Target> = if args.targets.is_empty() {
+        Target::ALL.to_vec()
+    } else {
+        let mut ts = Vec::new();
+        for name in &args.targets {
+            match Target::ALL.into_iter().find(|t| t.name() == name) {
+                Some(t) => ts.push(t),
+                None => {
+                    eprintln!("unknown target {name}: expected one of sm_90, sm_90a, sm_100a, sm_120a");
+                    return std::process::ExitCode::FAILURE;
+                }
+            }
+        }
+        ts
+    };
+    if let Err(e) = std::fs::create_dir_all(&args.out) {
+        eprintln!("can't create {}: {e}", args.out.display());
+        return std::process::ExitCode::FAILURE;
+    }
+    let mut written = 0;
+    for k in tile::registered_kernels() {
+        if args.kernel.as_deref().is_some_and(|f| !k.name.contains(f)) {
+            continue;
+        }
+        for v in k.variants {
+            let variant = v.entry.strip_prefix(k.name).unwrap_or(v.entry).trim_start_matches('_');
+            for t in &targets {
+                let path = args.out.join(format!("{}.{}.{}.ptx", k.name, variant, t.name()));
+                if let Err(e) = std::fs::write(&path, t.module(v)) {
+                    eprintln!("can't write {}: {e}", path.display());
+                    return std::process::ExitCode::FAILURE;
+                }
+                written += 1;
+            }
+        }
+    }
+    println!("wrote {written} PTX files to {}", args.out.display());
+    std::process::ExitCode::SUCCESS
+}
