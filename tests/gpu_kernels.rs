@@ -1,0 +1,205 @@
+//! Every library kernel on the GPU against its CPU reference version (and the
+//! f64 reference), on fresh random inputs: ragged shapes that are not
+//! multiples of the tile, single rows and columns, strided (non-vectorizable)
+//! tensors, and outputs poisoned with NaN so unwritten elements show.
+//!
+//! Skips with one line without a GPU; fails under `TILE_REQUIRE_GPU=1`.
+
+mod common;
+use common::*;
+use std::sync::Arc;
+use tile::{bf16, f16, Device, HostTensor, Stream};
+use tile_kernels::{elementwise, embedding, norm, softmax};
+
+fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
+    let d = tile::testing::gpu_or_skip(test)?;
+    let s = d.stream();
+    Some((d, s))
+}
+
+/// Row shapes: ragged columns, one row, one column, GPT-2 width.
+const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
+
+/// A `[rows, cols]` host tensor whose rows are `pad` elements apart, so the
+/// launcher must choose the scalar-access variant.
+fn strided<T: Num>(data: &[f64], rows: usize, cols: usize, pad: usize) -> HostTensor<T> {
+    let stride = cols + pad;
+    let mut storage = vec![T::of(0.0); rows * stride];
+    for r in 0..rows {
+        for c in 0..cols {
+            storage[r * stride + c] = T::of(data[r * cols + c]);
+        }
+    }
+    HostTensor::from_vec_strided(storage, &[rows, cols], &[stride, 1]).unwrap()
+}
+
+fn poisoned<T: Num>(shape: &[usize]) -> HostTensor<T> {
+    HostTensor::full(shape, T::of(f64::NAN))
+}
+
+fn softmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: usize) {
+    let x = rng.normals(rows * cols, 3.0);
+    let xh = strided::<T>(&x, rows, cols, pad);
+    let xd = s.upload(&xh).unwrap();
+    let mut want = poisoned::<T>(&[rows, cols]);
+    let (mut yd, mut yd_online) = (s.upload(&want).unwrap(), s.upload(&want).unwrap());
+    softmax::run(s, &xd, &mut yd).unwrap();
+    softmax::softmax_online::launch::<T, 1024>(s, rows as u32, &xd, &mut yd_online).unwrap();
+    softmax::softmax_online::cpu::<T, 1024>(rows as u32, &xh, &mut want).unwrap();
+    let what = format!("softmax {} {rows}x{cols} pad {pad}", T::DTYPE);
+    let reference = softmax_ref(&rounded::<T>(&x), cols);
+    let tol = T::TOL.max(2e-6);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), tol);
+    assert_close(&what, &values(&s.download(&yd_online).unwrap()), &values(&want), tol);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &reference, tol);
+}
+
+#[test]
+fn softmax_matches_cpu_reference() {
+    let Some((_, s)) = gpu("softmax_matches_cpu_reference") else { return };
+    let mut rng = Rng::new(11);
+    for (rows, cols) in ROWS.into_iter().chain([(4, 5000), (2, 8192), (2, 20000)]) {
+        for pad in [0, 3] {
+            softmax_case::<f32>(&s, &mut rng, rows, cols, pad);
+            softmax_case::<bf16>(&s, &mut rng, rows, cols, pad);
+        }
+        softmax_case::<f16>(&s, &mut rng, rows, cols, 0);
+    }
+}
+
+fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: usize) {
+    let x = rng.normals(rows * cols, 2.0);
+    let w = rng.normals(cols, 1.0);
+    let b = rng.normals(cols, 1.0);
+    let xh = strided::<T>(&x, rows, cols, pad);
+    let (wh, bh) = (host::<T>(&w, &[cols]), host::<T>(&b, &[cols]));
+    let (xd, wd, bd) = (s.upload(&xh).unwrap(), s.upload(&wh).unwrap(), s.upload(&bh).unwrap());
+    let what = format!("{} {rows}x{cols} pad {pad}", T::DTYPE);
+    let grid = rows as u32;
+
+    let mut want = poisoned::<T>(&[rows, cols]);
+    let mut yd = s.upload(&want).unwrap();
+    norm::layer_norm::launch::<T, 1024>(s, grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
+    norm::layer_norm::cpu::<T, 1024>(grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
+    let tol = T::TOL.max(1e-5);
+    assert_close(&format!("layer_norm {what}"), &values(&s.download(&yd).unwrap()), &values(&want), tol);
+    let reference = layer_norm_ref(&rounded::<T>(&x), &rounded::<T>(&w), &rounded::<T>(&b), cols, 1e-5);
+    assert_close(&format!("layer_norm {what}"), &values(&s.download(&yd).unwrap()), &reference, tol);
+
+    let mut want = poisoned::<T>(&[rows, cols]);
+    let mut yd = s.upload(&want).unwrap();
+    norm::rms_norm::launch::<T, 1024>(s, grid, &xd, &wd, &mut yd, 1e-5).unwrap();
+    norm::rms_norm::cpu::<T, 1024>(grid, &xh, &wh, &mut want, 1e-5).unwrap();
+    assert_close(&format!("rms_norm {what}"), &values(&s.download(&yd).unwrap()), &values(&want), tol);
+}
+
+#[test]
+fn layer_norm_and_rms_norm_match_cpu_reference() {
+    let Some((_, s)) = gpu("layer_norm_and_rms_norm_match_cpu_reference") else { return };
+    let mut rng = Rng::new(12);
+    for (rows, cols) in ROWS {
+        for pad in [0, 1] {
+            norm_case::<f32>(&s, &mut rng, rows, cols, pad);
+            norm_case::<bf16>(&s, &mut rng, rows, cols, pad);
+        }
+        norm_case::<f16>(&s, &mut rng, rows, cols, 0);
+    }
+}
+
+fn elementwise_case<T: Num>(s: &Stream, rng: &mut Rng, n: usize) {
+    let x = rng.normals(n, 2.0);
+    let y = rng.normals(n, 2.0);
+    let (xh, yh) = (host::<T>(&x, &[n]), host::<T>(&y, &[n]));
+    let (xd, yd) = (s.upload(&xh).unwrap(), s.upload(&yh).unwrap());
+    let grid = n.div_ceil(1024) as u32;
+    let what = format!("{} n={n}", T::DTYPE);
+    let check = |name: &str, got: &tile::Tensor<T>, want: &HostTensor<T>, tol: f64| {
+        assert_close(&format!("{name} {what}"), &values(&s.download(got).unwrap()), &values(want), tol);
+    };
+
+    let mut want = poisoned::<T>(&[n]);
+    let mut out = s.upload(&want).unwrap();
+    elementwise::add::launch::<T, 1024>(s, grid, &xd, &yd, &mut out).unwrap();
+    elementwise::add::cpu::<T, 1024>(grid, &xh, &yh, &mut want).unwrap();
+    check("add", &out, &want, 1e-7);
+
+    let mut want = poisoned::<T>(&[n]);
+    let mut out = s.upload(&want).unwrap();
+    elementwise::scale::launch::<T, 1024>(s, grid, -1.5, &xd, &mut out).unwrap();
+    elementwise::scale::cpu::<T, 1024>(grid, -1.5, &xh, &mut want).unwrap();
+    check("scale", &out, &want, 1e-7);
+
+    let mut want = poisoned::<T>(&[n]);
+    let mut out = s.upload(&want).unwrap();
+    elementwise::gelu::launch::<T, 1024>(s, grid, &xd, &mut out).unwrap();
+    elementwise::gelu::cpu::<T, 1024>(grid, &xh, &mut want).unwrap();
+    // tanh.approx.f32 has a relative error near 2^-11.
+    check("gelu", &out, &want, T::TOL.max(2e-3));
+
+    let mut want = xh.clone();
+    let mut acc = s.upload(&xh).unwrap();
+    elementwise::residual_add::launch::<T, 1024>(s, grid, &mut acc, &yd).unwrap();
+    elementwise::residual_add::cpu::<T, 1024>(grid, &mut want, &yh).unwrap();
+    check("residual_add", &acc, &want, 1e-7);
+}
+
+#[test]
+fn elementwise_kernels_match_cpu_reference() {
+    let Some((_, s)) = gpu("elementwise_kernels_match_cpu_reference") else { return };
+    let mut rng = Rng::new(13);
+    for n in [1, 3, 1000, 1024, 4099, 100_003] {
+        elementwise_case::<f32>(&s, &mut rng, n);
+        elementwise_case::<bf16>(&s, &mut rng, n);
+        elementwise_case::<f16>(&s, &mut rng, n);
+    }
+}
+
+fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
+    let (vocab, ctx, b, t) = (97, 32, 3, 11);
+    let wte = host::<T>(&rng.normals(vocab * c, 1.0), &[vocab, c]);
+    let wpe = host::<T>(&rng.normals(ctx * c, 1.0), &[ctx, c]);
+    let tokens: Vec<i32> = (0..b * t).map(|_| rng.below(vocab) as i32).collect();
+    let th = HostTensor::from_vec(tokens, &[b * t]).unwrap();
+    let grid = ((b * t) as u32, c.div_ceil(256) as u32);
+    let mut want = poisoned::<T>(&[b * t, c]);
+    let mut out = s.upload(&want).unwrap();
+    embedding::embedding::launch::<T, 256>(
+        s,
+        grid,
+        &s.upload(&th).unwrap(),
+        &s.upload(&wte).unwrap(),
+        &s.upload(&wpe).unwrap(),
+        &mut out,
+        t as i32,
+    )
+    .unwrap();
+    embedding::embedding::cpu::<T, 256>(grid, &th, &wte, &wpe, &mut want, t as i32).unwrap();
+    assert_close(&format!("embedding {} c={c}", T::DTYPE), &values(&s.download(&out).unwrap()), &values(&want), 1e-7);
+}
+
+#[test]
+fn embedding_matches_cpu_reference() {
+    let Some((_, s)) = gpu("embedding_matches_cpu_reference") else { return };
+    let mut rng = Rng::new(14);
+    for c in [1, 100, 768, 771] {
+        embedding_case::<f32>(&s, &mut rng, c);
+        embedding_case::<bf16>(&s, &mut rng, c);
+    }
+}
+
+#[test]
+fn bad_arguments_are_typed_errors_not_launches() {
+    let Some((_, s)) = gpu("bad_arguments_are_typed_errors_not_launches") else { return };
+    let x = s.zeros::<f32>(&[4]).unwrap();
+    let mut y = s.zeros::<f32>(&[4]).unwrap();
+    let e = softmax::softmax::launch::<f32, 32>(&s, 1, &x, &mut y).unwrap_err();
+    assert!(matches!(e, tile::Error::Rank { expected: 2, found: 1, .. }), "{e}");
+    let x = s.zeros::<f32>(&[1, 4]).unwrap();
+    let mut y = s.zeros::<f32>(&[1, 4]).unwrap();
+    let e = softmax::softmax::launch::<f32, 32>(&s, 0, &x, &mut y).unwrap_err();
+    assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
+    let e = softmax::softmax::launch::<f32, 32>(&s, (1, 70000), &x, &mut y).unwrap_err();
+    assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
+    // Nothing above reached the GPU: the stream is healthy.
+    s.synchronize().unwrap();
+}

@@ -1,0 +1,143 @@
+//! Every registered kernel variant through `ptxas` for sm_90, sm_90a, sm_100a
+//! and sm_120a: the PTX must assemble, and no variant may spill registers.
+//! Prints registers and shared memory per variant.
+//!
+//! `ptxas` comes from `$PTXAS`, the PATH, or the PyPI wheel
+//! `nvidia-cuda-nvcc` (`nvidia/cu13/bin/ptxas`). Without it the test skips
+//! with one line, except under CI=true, where it fails.
+
+use std::path::PathBuf;
+use std::process::Command;
+use tile::Target;
+
+fn find_ptxas() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return Some(PathBuf::from("ptxas"));
+    }
+    let out = Command::new("python3")
+        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        .output()
+        .ok()?;
+    let site = String::from_utf8(out.stdout).ok()?;
+    let p = PathBuf::from(site.trim()).join("nvidia/cu13/bin/ptxas");
+    p.exists().then_some(p)
+}
+
+struct Report {
+    registers: u32,
+    spill_bytes: u32,
+    shared: u32,
+}
+
+/// Parses `ptxas -v` output: per entry, registers, spills and shared memory.
+fn parse_reports(stderr: &str) -> Vec<(String, Report)> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, Report)> = None;
+    for line in stderr.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            if let Some(c) = current.take() {
+                out.push(c);
+            }
+            let name = rest.split('\'').next().unwrap_or_default().to_string();
+            current = Some((
+                name,
+                Report {
+                    registers: 0,
+                    spill_bytes: 0,
+                    shared: 0,
+                },
+            ));
+        } else if let Some((_, r)) = current.as_mut() {
+            let num_before = |key: &str| -> Option<u32> {
+                let i = line.find(key)?;
+                line[..i].split_whitespace().last()?.parse().ok()
+            };
+            if let Some(n) = num_before(" bytes spill stores") {
+                r.spill_bytes += n;
+            }
+            if let Some(n) = num_before(" bytes spill loads") {
+                r.spill_bytes += n;
+            }
+            if let Some(n) = num_before(" registers") {
+                r.registers = n;
+            }
+            if let Some(n) = num_before(" bytes smem") {
+                r.shared = n;
+            }
+        }
+    }
+    out.extend(current);
+    out
+}
+
+#[test]
+fn every_kernel_variant_assembles_without_spills() {
+    let Some(ptxas) = find_ptxas() else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("ptxas not found under CI: install the PyPI wheel nvidia-cuda-nvcc");
+        }
+        println!("skipping ptxas validation: ptxas not found (pip install nvidia-cuda-nvcc)");
+        return;
+    };
+    let listed = tile_kernels::kernels();
+    let kernels = tile::registered_kernels();
+    for k in listed {
+        assert!(kernels.iter().any(|r| std::ptr::eq(*r, k)), "{} is not in the registry", k.name);
+    }
+    let dir = std::env::temp_dir().join(format!("tile-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for k in &kernels {
+        for target in Target::ALL {
+            // One module per kernel and target holds all its variants.
+            let mut module = Target::module(target, &k.variants[0]);
+            for v in &k.variants[1..] {
+                module.push('\n');
+                module.push_str(v.ptx);
+            }
+            let path = dir.join(format!("{}.{}.ptx", k.name, target.name()));
+            std::fs::write(&path, module).unwrap();
+            let out = Command::new(&ptxas)
+                .args(["-v", "-arch", target.name(), "-o", "/dev/null"])
+                .arg(&path)
+                .output()
+                .expect("run ptxas");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() {
+                failures.push(format!("{} {}: ptxas failed:\n{stderr}", k.name, target.name()));
+                continue;
+            }
+            let reports = parse_reports(&stderr);
+            for v in k.variants {
+                let Some((_, r)) = reports.iter().find(|(n, _)| n == v.entry) else {
+                    failures.push(format!("{} {}: no ptxas report for {}", k.name, target.name(), v.entry));
+                    continue;
+                };
+                checked += 1;
+                if target == Target::Sm90 {
+                    println!(
+                        "{:<48} {:>3} registers {:>6} B shared",
+                        k.describe(v),
+                        r.registers,
+                        r.shared
+                    );
+                }
+                if r.spill_bytes > 0 {
+                    failures.push(format!(
+                        "{} on {} spills {} bytes of registers",
+                        k.describe(v),
+                        target.name(),
+                        r.spill_bytes
+                    ));
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("{checked} variant x target combinations assembled without spills");
+}
