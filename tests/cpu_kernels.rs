@@ -8,6 +8,11 @@ use tile_kernels::{elementwise, embedding, norm, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
 
+/// Blocks for `rows` rows of the whole-row kernels at BLOCK = 1024.
+fn grid_rows(rows: usize) -> u32 {
+    rows.div_ceil(softmax::rows_per_block(1024)) as u32
+}
+
 fn cdiv(a: usize, b: usize) -> u32 {
     a.div_ceil(b) as u32
 }
@@ -20,7 +25,7 @@ fn softmax_single_pass_and_online() {
         let want = softmax_ref(&x, cols);
         let xt = host::<f32>(&x, &[rows, cols]);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        softmax::softmax::cpu::<f32, 1024>(rows as u32, &xt, &mut y).unwrap();
+        softmax::softmax::cpu::<f32, 1024>(grid_rows(rows), &xt, &mut y).unwrap();
         assert_close("softmax", &values(&y), &want, 1e-5);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
         softmax::softmax_online::cpu::<f32, 1024>(rows as u32, &xt, &mut y).unwrap();
@@ -49,10 +54,10 @@ fn layer_norm_and_rms_norm() {
         let b = rng.normals(cols, 1.0);
         let (xt, wt, bt) = (host::<f32>(&x, &[rows, cols]), host::<f32>(&w, &[cols]), host::<f32>(&b, &[cols]));
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        norm::layer_norm::cpu::<f32, 1024>(rows as u32, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+        norm::layer_norm::cpu::<f32, 1024>(grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
         assert_close("layer_norm", &values(&y), &layer_norm_ref(&x, &w, &b, cols, 1e-5), 1e-5);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        norm::rms_norm::cpu::<f32, 1024>(rows as u32, &xt, &wt, &mut y, 1e-5).unwrap();
+        norm::rms_norm::cpu::<f32, 1024>(grid_rows(rows), &xt, &wt, &mut y, 1e-5).unwrap();
         assert_close("rms_norm", &values(&y), &rms_norm_ref(&x, &w, cols, 1e-5), 1e-5);
     }
 }

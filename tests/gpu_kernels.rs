@@ -75,7 +75,7 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
     let (wh, bh) = (host::<T>(&w, &[cols]), host::<T>(&b, &[cols]));
     let (xd, wd, bd) = (s.upload(&xh).unwrap(), s.upload(&wh).unwrap(), s.upload(&bh).unwrap());
     let what = format!("{} {rows}x{cols} pad {pad}", T::DTYPE);
-    let grid = rows as u32;
+    let grid = rows.div_ceil(softmax::rows_per_block(1024)) as u32;
 
     let mut want = poisoned::<T>(&[rows, cols]);
     let mut yd = s.upload(&want).unwrap();

@@ -44,18 +44,25 @@ fn row_major_bits(shape: &[usize]) -> Vec<Bit> {
 
 impl Layout {
     /// The default layout: each thread owns runs of `vec` contiguous elements
-    /// of the last dimension (one 16-byte access), lanes then warps cover the
-    /// tile in row-major order, and registers repeat the pattern over the rest.
+    /// of the last dimension (one 16-byte access), lanes cover the next
+    /// elements of the row (coalesced), warps split the outermost dimensions
+    /// first (so several rows reduce without crossing warps), and registers
+    /// repeat the pattern over the rest.
     pub fn blocked(shape: &[usize], num_warps: u32, vec: usize) -> Layout {
-        let mut bits = row_major_bits(shape).into_iter().peekable();
-        let last_bits = shape.last().map(|&n| log2(n)).unwrap_or(0);
-        let mut reg = Vec::new();
-        for _ in 0..log2(vec).min(last_bits) {
-            reg.push(bits.next().expect("bit"));
-        }
-        let lane = (0..LANE_BITS).map(|_| bits.next()).collect();
-        let warp = (0..log2(num_warps as usize)).map(|_| bits.next()).collect();
-        reg.extend(bits);
+        let row_major = row_major_bits(shape);
+        let last_bits = shape.last().map(|&n| log2(n)).unwrap_or(0) as usize;
+        let nvec = (log2(vec) as usize).min(last_bits);
+        let mut reg: Vec<Bit> = row_major[..nvec].to_vec();
+        let mut free = row_major[nvec..].iter().copied();
+        let lane: Vec<Option<Bit>> = (0..LANE_BITS).map(|_| free.next()).collect();
+        let rest: Vec<Bit> = free.collect();
+        // Outermost dimension first, lowest bit first within a dimension.
+        let mut outer_first = rest.clone();
+        outer_first.sort_by_key(|&(d, b)| (d, b));
+        let warp: Vec<Option<Bit>> = (0..log2(num_warps as usize) as usize)
+            .map(|i| outer_first.get(i).copied())
+            .collect();
+        reg.extend(rest.into_iter().filter(|b| !warp.contains(&Some(*b))));
         Layout {
             shape: shape.to_vec(),
             reg,
@@ -551,6 +558,14 @@ mod tests {
         assert_eq!(l.coord(0, 1), vec![0, 4]);
         assert_eq!(l.coord(0, 32), vec![0, 128]);
         assert_eq!(l.coord(4, 0), vec![0, 1024]);
+    }
+
+    #[test]
+    fn blocked_layout_gives_warps_whole_rows_when_it_can() {
+        let l = Layout::blocked(&[4, 1024], 4, 8);
+        assert_eq!(l.warp, vec![Some((0, 0)), Some((0, 1))]);
+        // A row reduction then stays inside each warp.
+        assert!(l.project(&[4, 1]).warp.iter().all(|b| b.is_some()));
     }
 
     #[test]

@@ -85,10 +85,11 @@ fn combinations<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
     out
 }
 
-/// Picks `num_warps`: the hint, or one warp per 256 elements of the largest tile (1 to 16).
+/// Picks `num_warps`: the hint, or one warp per 512 elements of the largest
+/// tile (16 per thread: two to four 16-byte vectors), from 1 to 16 warps.
 fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     let max = func.tile_shapes().map(|s| s.iter().product::<usize>()).max().unwrap_or(1);
-    hint.unwrap_or(((max / 256).clamp(1, 16)) as u32)
+    hint.unwrap_or((max / 512).clamp(1, 16) as u32)
 }
 
 fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> String {

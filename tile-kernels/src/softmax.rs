@@ -1,22 +1,30 @@
-//! Row-wise softmax over `[rows, cols]`, one block per row.
+//! Row-wise softmax over `[rows, cols]`.
 //!
-//! [`softmax`] holds the whole row in one tile (`BLOCK >= cols`);
+//! [`softmax`] holds whole rows in one tile (`BLOCK >= cols`); short rows
+//! share a block ([`rows_per_block`]) so that each block moves enough bytes.
 //! [`softmax_online`] streams rows of any length through `BLOCK`-wide tiles,
-//! keeping a running maximum and sum (the online softmax), then writes a
-//! second pass. [`run`] picks between them.
+//! one row per block, keeping a running maximum and sum (the online
+//! softmax), then writes a second pass. [`run`] picks between them.
 
 use tile::prelude::*;
 
-/// `y[r] = exp(x[r] - max x[r]) / sum exp(x[r] - max x[r])`, row in one tile.
+/// `y[r] = exp(x[r] - max x[r]) / sum exp(x[r] - max x[r])` for
+/// [`rows_per_block`]`(BLOCK)` rows per block.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [32, 128, 512, 1024, 2048, 4096, 8192])]
 pub fn softmax<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
-    let row = block_id(0);
-    let t = x.load([row, 0], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
+    let rows = max(1, 4096 / BLOCK);
+    let r = block_id(0);
+    let t = x.load([r, 0], [rows, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
     let e = exp(t - t.max(1));
-    y.store([row, 0], (e / e.sum(1)).cast::<T>());
+    y.store([r, 0], (e * (1.0 / e.sum(1))).cast::<T>());
 }
 
-/// The same for rows of any length, `BLOCK` columns at a time.
+/// Rows per block of the tile kernels that hold whole rows: `max(1, 4096 / BLOCK)`.
+pub fn rows_per_block(block: usize) -> usize {
+    (4096 / block).max(1)
+}
+
+/// The same for rows of any length, `BLOCK` columns at a time, one row per block.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 2048])]
 pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
     let row = block_id(0);
@@ -29,9 +37,10 @@ pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
         l = l * exp(m - m_new) + exp(t - m_new).sum(1);
         m = m_new;
     }
+    let inv = 1.0 / l;
     for j in 0..tiles {
         let t = x.load([row, j], [1, BLOCK]).cast::<f32>();
-        y.store([row, j], (exp(t - m) / l).cast::<T>());
+        y.store([row, j], (exp(t - m) * inv).cast::<T>());
     }
 }
 
@@ -39,16 +48,22 @@ pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
 /// a row fits a tile of at most 8192 elements, the online form otherwise.
 pub fn run<T: tile::Element>(stream: &Stream, x: &Tensor<T>, y: &mut Tensor<T>) -> tile::Result<()> {
     let (rows, cols) = rows_cols(x.shape())?;
-    let grid = rows as u32;
-    match cols.next_power_of_two().max(32) {
+    let block = match cols.next_power_of_two() {
+        0..=32 => 32,
+        64 | 128 => 128,
+        256 | 512 => 512,
+        n => n,
+    };
+    let grid = rows.div_ceil(rows_per_block(block)) as u32;
+    match block {
         32 => softmax::launch::<T, 32>(stream, grid, x, y),
         128 => softmax::launch::<T, 128>(stream, grid, x, y),
-        64 | 256 | 512 => softmax::launch::<T, 512>(stream, grid, x, y),
+        512 => softmax::launch::<T, 512>(stream, grid, x, y),
         1024 => softmax::launch::<T, 1024>(stream, grid, x, y),
         2048 => softmax::launch::<T, 2048>(stream, grid, x, y),
         4096 => softmax::launch::<T, 4096>(stream, grid, x, y),
         8192 => softmax::launch::<T, 8192>(stream, grid, x, y),
-        _ => softmax_online::launch::<T, 2048>(stream, grid, x, y),
+        _ => softmax_online::launch::<T, 2048>(stream, rows as u32, x, y),
     }
 }
 

@@ -156,7 +156,7 @@ impl Stream {
         let ev = self
             .device
             .ctx
-            .new_event(None)
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(|e| Error::driver("cuEventCreate", e))?;
         ev.record(&self.inner).map_err(|e| Error::driver("cuEventRecord", e))?;
         Ok(Event(ev))

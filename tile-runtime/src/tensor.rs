@@ -96,6 +96,20 @@ impl Stream {
         self.full(shape, T::default())
     }
 
+    /// Copies `src` into `dst` on the GPU (both contiguous, same shape).
+    pub fn copy<T: Element>(&self, src: &Tensor<T>, dst: &mut Tensor<T>) -> Result<()> {
+        let contiguous = |t: &Tensor<T>| t.strides == contiguous_strides(&t.shape);
+        if src.shape != dst.shape || !contiguous(src) || !contiguous(dst) {
+            return Err(Error::Shape(format!(
+                "copy needs two contiguous tensors of one shape, got {:?} and {:?}",
+                src.shape, dst.shape
+            )));
+        }
+        self.cuda()
+            .memcpy_dtod(&src.buf, &mut dst.buf)
+            .map_err(|e| Error::driver("cuMemcpyDtoD", e))
+    }
+
     /// Copies a GPU tensor back (waits for the stream).
     pub fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
         let data = self.cuda().clone_dtoh(&t.buf).map_err(|e| Error::driver("cuMemcpyDtoH", e))?;

@@ -1,0 +1,128 @@
+//! Achieved bandwidth of the memory-bound library kernels as a fraction of a
+//! device-to-device copy measured in the same run, plus the first-launch
+//! latency (module load). Run on a GPU:
+//!
+//! ```text
+//! cargo bench --bench memory_bound            # here, or the built binary on the GPU machine
+//! python3 benches/torch_memory_bound.py      # PyTorch on the same shapes, same GPU
+//! ```
+//!
+//! Bytes counted: every input read once and every output written once.
+//! Each measurement is the median over many launches, rotating between
+//! buffer sets so the data never sits in L2.
+
+use std::time::Instant;
+use tile::{bf16, Element, Stream, Tensor};
+use tile_kernels::{elementwise, norm, softmax};
+
+const SETS: usize = 4;
+const REPS: usize = 40;
+
+/// Median milliseconds of `f` over `REPS` runs, each on buffer set `i % SETS`.
+fn median_ms(s: &Stream, mut f: impl FnMut(usize)) -> f64 {
+    for i in 0..3 {
+        f(i % SETS);
+    }
+    let mut times = Vec::new();
+    for i in 0..REPS {
+        let start = s.record().unwrap();
+        f(i % SETS);
+        let end = s.record().unwrap();
+        times.push(start.elapsed_ms(&end).unwrap() as f64);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[REPS / 2]
+}
+
+fn random<T: Element>(s: &Stream, shape: &[usize], seed: u64, of: impl Fn(f32) -> T) -> Tensor<T> {
+    let n: usize = shape.iter().product();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let data: Vec<T> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            of((x >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
+        })
+        .collect();
+    s.upload_slice(&data, shape).unwrap()
+}
+
+fn row(name: &str, dtype: &str, rows: usize, cols: usize, ms: f64, bytes: f64, copy_gbs: f64) {
+    let gbs = bytes / ms / 1e6;
+    println!(
+        "{name:<12} {dtype:<5} {rows:>5}x{cols:<5} {:>9.1} us {:>7.0} GB/s {:>6.1}% of copy",
+        ms * 1e3,
+        gbs,
+        100.0 * gbs / copy_gbs
+    );
+}
+
+fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl Fn(f32) -> T + Copy) {
+    let shape = [rows, cols];
+    let n = (rows * cols) as f64;
+    let eb = std::mem::size_of::<T>() as f64;
+    let xs: Vec<Tensor<T>> = (0..SETS).map(|i| random(s, &shape, i as u64 + 1, of)).collect();
+    let mut ys: Vec<Tensor<T>> = (0..SETS).map(|_| s.zeros(&shape).unwrap()).collect();
+    let w = random(s, &[cols], 99, of);
+    let b = random(s, &[cols], 98, of);
+
+    let copy_ms = median_ms(s, |i| s.copy(&xs[i], &mut ys[i]).unwrap());
+    let copy_gbs = 2.0 * n * eb / copy_ms / 1e6;
+    row("copy", dtype, rows, cols, copy_ms, 2.0 * n * eb, copy_gbs);
+
+    let ms = median_ms(s, |i| softmax::run(s, &xs[i], &mut ys[i]).unwrap());
+    row("softmax", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+
+    let blocks = |block| rows.div_ceil(softmax::rows_per_block(block)) as u32;
+    let ms = median_ms(s, |i| {
+        let (x, y) = (&xs[i], &mut ys[i]);
+        match cols {
+            768 => norm::layer_norm::launch::<T, 1024>(s, blocks(1024), x, &w, &b, y, 1e-5),
+            _ => norm::layer_norm::launch::<T, 8192>(s, blocks(8192), x, &w, &b, y, 1e-5),
+        }
+        .unwrap()
+    });
+    row("layer_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+
+    let ms = median_ms(s, |i| {
+        let (x, y) = (&xs[i], &mut ys[i]);
+        match cols {
+            768 => norm::rms_norm::launch::<T, 1024>(s, blocks(1024), x, &w, y, 1e-5),
+            _ => norm::rms_norm::launch::<T, 8192>(s, blocks(8192), x, &w, y, 1e-5),
+        }
+        .unwrap()
+    });
+    row("rms_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+
+    let flat_x: Vec<Tensor<T>> = xs.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
+    let mut flat_y: Vec<Tensor<T>> = ys.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
+    let grid = (rows * cols).div_ceil(4096) as u32;
+    let ms = median_ms(s, |i| elementwise::gelu::launch::<T, 4096>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap());
+    row("gelu", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+}
+
+fn main() {
+    let Some(device) = tile::testing::gpu_or_skip("memory_bound bench") else { return };
+    let s = device.stream();
+    println!("{} (sm_{}{})", device.name(), device.compute_capability().0, device.compute_capability().1);
+
+    // First launch of a variant loads its module (the driver compiles the PTX).
+    let x = s.zeros::<f32>(&[64, 1024]).unwrap();
+    let mut y = s.zeros::<f32>(&[64, 1024]).unwrap();
+    let t0 = Instant::now();
+    softmax::softmax::launch::<f32, 1024>(&s, 64, &x, &mut y).unwrap();
+    s.synchronize().unwrap();
+    let first = t0.elapsed();
+    let t1 = Instant::now();
+    softmax::softmax::launch::<f32, 1024>(&s, 64, &x, &mut y).unwrap();
+    s.synchronize().unwrap();
+    let second = t1.elapsed();
+    println!("first launch (module load + launch + sync): {first:.2?}; second launch: {second:.2?}\n");
+
+    for (rows, cols) in [(8192, 8192), (8192, 768)] {
+        bench::<f32>(&s, "f32", rows, cols, |x| x);
+        bench::<bf16>(&s, "bf16", rows, cols, bf16::from_f32);
+        println!();
+    }
+}

@@ -1,0 +1,50 @@
+"""PyTorch baselines for benches/memory_bound.rs: the same kernels and shapes,
+timed the same way (CUDA events, median of 40, rotating 4 buffer sets),
+as a fraction of PyTorch's own device-to-device copy in the same run."""
+import torch
+import torch.nn.functional as F
+
+SETS, REPS = 4, 40
+
+
+def median_ms(f):
+    for i in range(3):
+        f(i % SETS)
+    times = []
+    for i in range(REPS):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        f(i % SETS)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[REPS // 2]
+
+
+def row(name, dtype, rows, cols, ms, nbytes, copy_gbs):
+    gbs = nbytes / ms / 1e6
+    print(f"{name:<12} {dtype:<5} {rows:>5}x{cols:<5} {ms * 1e3:>9.1f} us {gbs:>7.0f} GB/s {100 * gbs / copy_gbs:>6.1f}% of copy")
+
+
+def bench(dtype, name, rows, cols):
+    xs = [torch.rand(rows, cols, device="cuda", dtype=dtype) * 4 - 2 for _ in range(SETS)]
+    ys = [torch.empty_like(x) for x in xs]
+    w = torch.randn(cols, device="cuda", dtype=dtype)
+    b = torch.randn(cols, device="cuda", dtype=dtype)
+    nbytes = 2 * rows * cols * xs[0].element_size()
+    copy = median_ms(lambda i: ys[i].copy_(xs[i]))
+    copy_gbs = nbytes / copy / 1e6
+    row("copy", name, rows, cols, copy, nbytes, copy_gbs)
+    row("softmax", name, rows, cols, median_ms(lambda i: F.softmax(xs[i], dim=-1)), nbytes, copy_gbs)
+    row("layer_norm", name, rows, cols, median_ms(lambda i: F.layer_norm(xs[i], (cols,), w, b, 1e-5)), nbytes, copy_gbs)
+    row("rms_norm", name, rows, cols, median_ms(lambda i: F.rms_norm(xs[i], (cols,), w, 1e-5)), nbytes, copy_gbs)
+    row("gelu", name, rows, cols, median_ms(lambda i: F.gelu(xs[i], approximate="tanh")), nbytes, copy_gbs)
+
+
+if __name__ == "__main__":
+    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    for rows, cols in [(8192, 8192), (8192, 768)]:
+        bench(torch.float32, "f32", rows, cols)
+        bench(torch.bfloat16, "bf16", rows, cols)
+        print()
