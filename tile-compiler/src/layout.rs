@@ -214,7 +214,9 @@ pub type Layouts = HashMap<ValueId, Layout>;
 /// Gives every tile value a layout and inserts the ops that move tiles
 /// between layouts. Splats, aranges and broadcasts are not placed where they
 /// are written but re-created at each use, in the layout the use needs, so
-/// they never cost a conversion.
+/// they never cost a conversion. A first pass finds the conversions that
+/// remain; where one converts a loaded tile (through casts, element-wise
+/// functions and reshapes), the second pass loads it in the wanted layout.
 pub fn assign_layouts(func: &mut Func) -> Layouts {
     let min_bytes = func
         .params
@@ -225,18 +227,67 @@ pub fn assign_layouts(func: &mut Func) -> Layouts {
         })
         .min()
         .unwrap_or(4);
-    let mut pass = Pass {
-        values: std::mem::take(&mut func.values),
-        num_warps: func.num_warps,
-        vec: 16 / min_bytes,
-        layouts: HashMap::new(),
-        flexible: HashMap::new(),
-        cache: vec![HashMap::new()],
+    let run = |preferred: HashMap<ValueId, Layout>| {
+        let mut pass = Pass {
+            values: func.values.clone(),
+            num_warps: func.num_warps,
+            vec: 16 / min_bytes,
+            layouts: HashMap::new(),
+            flexible: HashMap::new(),
+            cache: vec![HashMap::new()],
+            preferred,
+            conversions: Vec::new(),
+        };
+        let body = pass.block(func.body.clone());
+        (pass, body)
     };
-    let body = std::mem::take(&mut func.body);
-    func.body = pass.block(body);
+    let (first, _) = run(HashMap::new());
+    let mut defs = HashMap::new();
+    collect_defs(&func.body, &mut defs);
+    let mut preferred = HashMap::new();
+    for (v, l) in &first.conversions {
+        if let Some((load, layout)) = trace_to_load(*v, l.clone(), &defs, &func.values) {
+            preferred.entry(load).or_insert(layout);
+        }
+    }
+    let (pass, body) = if preferred.is_empty() {
+        run(HashMap::new())
+    } else {
+        run(preferred)
+    };
+    func.body = body;
     func.values = pass.values;
     pass.layouts
+}
+
+fn collect_defs(ops: &[Op], defs: &mut HashMap<ValueId, OpKind>) {
+    for op in ops {
+        if let [r] = op.results[..] {
+            defs.insert(r, op.kind.clone());
+        }
+        for b in op.kind.bodies() {
+            collect_defs(b, defs);
+        }
+    }
+}
+
+/// Follows `v` back through layout-preserving single-operand ops to a load:
+/// the load, and the layout that makes `v` come out in `l`.
+fn trace_to_load(
+    v: ValueId,
+    l: Layout,
+    defs: &HashMap<ValueId, OpKind>,
+    values: &[crate::dtype::Ty],
+) -> Option<(ValueId, Layout)> {
+    match defs.get(&v)? {
+        OpKind::Load { .. } => Some((v, l)),
+        OpKind::Cast(a) | OpKind::Unary(_, a) => trace_to_load(*a, l, defs, values),
+        OpKind::Reshape(a) => {
+            let shape = values[*a].shape.as_ref()?;
+            trace_to_load(*a, l.reshape(shape), defs, values)
+        }
+        _ => None,
+    }
 }
 
 struct Pass {
@@ -248,6 +299,10 @@ struct Pass {
     flexible: HashMap<ValueId, OpKind>,
     /// Re-created or converted copies, per scope: (value, layout) -> copy.
     cache: Vec<HashMap<(ValueId, Layout), ValueId>>,
+    /// Layouts to load some tiles in (from the first pass).
+    preferred: HashMap<ValueId, Layout>,
+    /// Every conversion inserted: (value, wanted layout).
+    conversions: Vec<(ValueId, Layout)>,
 }
 
 impl Pass {
@@ -286,8 +341,25 @@ impl Pass {
                 let a2 = self.materialize(a, &l.project(&from), out, span);
                 OpKind::Broadcast(a2)
             }
+            Some(OpKind::Reshape(a)) => {
+                let from = self.values[a].shape.clone().expect("tile");
+                let a2 = self.materialize(a, &l.reshape(&from), out, span);
+                OpKind::Reshape(a2)
+            }
+            Some(mut k @ (OpKind::Unary(..) | OpKind::Binary(..) | OpKind::Select(..) | OpKind::Cast(_))) => {
+                let mut mapped = HashMap::new();
+                for o in k.operands() {
+                    let m = self.materialize(o, l, out, span);
+                    mapped.insert(o, m);
+                }
+                k.map_operands(|o| mapped[&o]);
+                k
+            }
             Some(k) => k,
-            None => OpKind::Convert(v),
+            None => {
+                self.conversions.push((v, l.clone()));
+                OpKind::Convert(v)
+            }
         };
         let ty = self.values[v].clone();
         self.values.push(ty);
@@ -321,14 +393,29 @@ impl Pass {
         let span = op.span;
         let result = op.results.first().copied();
         let result_is_tile = result.is_some_and(|r| self.is_tile(r));
+        let all_flexible = op
+            .kind
+            .operands()
+            .iter()
+            .all(|v| !self.is_tile(*v) || self.flexible.contains_key(v));
         match &mut op.kind {
             OpKind::Splat(_) | OpKind::Arange | OpKind::Broadcast(_) if result_is_tile => {
                 self.flexible.insert(result.expect("result"), op.kind.clone());
                 return;
             }
+            // Computed only from flexible tiles: flexible too (cheap to recompute per use).
+            OpKind::Reshape(_) | OpKind::Unary(..) | OpKind::Binary(..) | OpKind::Select(..) | OpKind::Cast(_)
+                if result_is_tile && all_flexible =>
+            {
+                self.flexible.insert(result.expect("result"), op.kind.clone());
+                return;
+            }
             OpKind::Load { .. } => {
                 let r = result.expect("load result");
-                let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));
+                let l = match self.preferred.get(&r) {
+                    Some(l) => l.clone(),
+                    None => self.blocked(self.values[r].shape.as_ref().expect("tile")),
+                };
                 self.layouts.insert(r, l);
             }
             OpKind::Store { value, .. } => {
