@@ -87,9 +87,31 @@ fn combinations<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
 
 /// Picks `num_warps`: the hint, or one warp per 512 elements of the largest
 /// tile (16 per thread: two to four 16-byte vectors), from 1 to 16 warps.
+/// When the kernel reduces rows (along the last axis) and there are fewer
+/// rows than that, it takes one warp per row if a warp can hold a row in at
+/// most 32 registers per thread: the reductions then need no shared memory.
 fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
+    if let Some(h) = hint {
+        return h;
+    }
     let max = func.tile_shapes().map(|s| s.iter().product::<usize>()).max().unwrap_or(1);
-    hint.unwrap_or((max / 512).clamp(1, 16) as u32)
+    let mut warps = (max / 512).clamp(1, 16);
+    let rows = all_ops(&func.body)
+        .iter()
+        .filter_map(|op| match &op.kind {
+            ir::OpKind::Reduce { arg, axis, .. } => {
+                let shape = func.values[*arg].shape.as_ref()?;
+                (*axis == shape.len() - 1).then(|| shape[..*axis].iter().product::<usize>())
+            }
+            _ => None,
+        })
+        .min();
+    if let Some(rows) = rows {
+        if rows < warps && max / (32 * rows) <= 32 {
+            warps = rows;
+        }
+    }
+    warps as u32
 }
 
 fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> String {
