@@ -75,6 +75,16 @@ impl Num for bf16 {
     }
 }
 
+impl Num for i32 {
+    const TOL: f64 = 0.0;
+    fn of(x: f64) -> Self {
+        x as i32
+    }
+    fn f(self) -> f64 {
+        self as f64
+    }
+}
+
 pub fn host<T: Num>(data: &[f64], shape: &[usize]) -> HostTensor<T> {
     HostTensor::from_vec(data.iter().map(|&x| T::of(x)).collect(), shape).unwrap()
 }

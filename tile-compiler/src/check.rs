@@ -1162,17 +1162,23 @@ impl<'k> Checker<'k> {
             else {
                 bail!(span, "`.pad(value)` follows a load: `x.load(index, shape).pad(value)`");
             };
-            if m != "load" {
-                bail!(span, "`.pad(value)` follows a load: `x.load(index, shape).pad(value)`");
+            if m != "load" && m != "gather" {
+                bail!(span, "`.pad(value)` follows a load: `x.load(index, shape).pad(value)` or `x.gather(indices).pad(value)`");
             }
             Self::arg_count(args, 1, "pad", "x.load(index, shape).pad(value)", span)?;
-            let t = self.tensor_recv(inner, "load")?;
-            return self.load(t, load_args, Some(&args[0]), *load_span);
+            let t = self.tensor_recv(inner, m == "load")?;
+            return if m == "load" {
+                self.load(t, load_args, Some(&args[0]), *load_span)
+            } else {
+                self.gather(t, load_args, Some(&args[0]), *load_span)
+            };
         }
         let rv = self.expr(recv)?;
         if let Val::Tensor(t) = rv {
             return match name.as_str() {
                 "load" => self.load(t, args, None, span),
+                "gather" => self.gather(t, args, None, span),
+                "scatter" => self.scatter(t, args, span),
                 "store" => self.store(t, args, span),
                 "shape" => {
                     Self::arg_count(args, 1, "shape", "x.shape(axis)", span)?;
@@ -1200,7 +1206,7 @@ impl<'k> Checker<'k> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, gather, scatter, get and shape"
                 ),
             };
         }
@@ -1302,7 +1308,7 @@ impl<'k> Checker<'k> {
                     span,
                 )))
             }
-            "load" | "store" | "get" | "shape" => bail!(
+            "load" | "store" | "gather" | "scatter" | "get" | "shape" => bail!(
                 recv.span(),
                 "`.{name}` is a tensor method, but this is a tile or scalar"
             ),
@@ -1313,11 +1319,104 @@ impl<'k> Checker<'k> {
         }
     }
 
-    fn tensor_recv(&mut self, recv: &Expr, what: &str) -> Result<usize> {
+    fn tensor_recv(&mut self, recv: &Expr, load: bool) -> Result<usize> {
+        let what = if load { "load" } else { "gather" };
         match self.expr(recv)? {
             Val::Tensor(t) => Ok(t),
             _ => bail!(recv.span(), "`.{what}` is a tensor method: call it on a tensor parameter"),
         }
+    }
+
+    /// Index tiles (or scalars) for a gather or scatter, as i32, and their
+    /// broadcast shape together with `extra` (a scattered value).
+    fn element_indices(&mut self, e: &Expr, extra: Option<ValueId>, what: &str) -> Result<(Vec<ValueId>, Vec<usize>)> {
+        let Expr::Array(items, span) = e else {
+            bail!(e.span(), "write the element indices as a list, one integer tile per tensor dimension: `x.{what}([rows, cols])`");
+        };
+        let mut ids = Vec::new();
+        for it in items {
+            let v = self.expr(it)?;
+            let id = self.concrete(v, Some(DType::I32), it.span())?;
+            let ty = self.ty(id).clone();
+            if !ty.dtype.is_int() {
+                bail!(it.span(), "element indices are integer tiles or scalars (i32), found {ty}");
+            }
+            let id = if ty.dtype == DType::U32 {
+                self.push(OpKind::Cast(id), Some(Ty { dtype: DType::I32, shape: ty.shape }), it.span())
+            } else {
+                id
+            };
+            ids.push(id);
+        }
+        let mut shape: Option<Vec<usize>> = None;
+        for v in ids.iter().copied().chain(extra) {
+            if let Some(s) = self.ty(v).shape.clone() {
+                shape = Some(match shape {
+                    None => s,
+                    Some(prev) => Self::broadcast_shapes(&prev, &s, *span)?,
+                });
+            }
+        }
+        let Some(shape) = shape else {
+            bail!(*span, "`{what}` needs at least one index tile (for one element use `.get([..])`)");
+        };
+        let ids = ids
+            .into_iter()
+            .map(|v| self.broadcast_to(v, &shape, *span))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((ids, shape))
+    }
+
+    fn gather(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
+        Self::arg_count(args, 1, "gather", "x.gather([rows, cols])", span)?;
+        let (index, shape) = self.element_indices(&args[0], None, "gather")?;
+        self.use_rank(t, index.len(), span)?;
+        let (_, dtype, _) = self.tensor_param(t);
+        let pad_val = match pad {
+            Some(e) => self.expr(e)?,
+            None => Val::Weak(Weak::Int(0)),
+        };
+        let pad_span = pad.map(|e| e.span()).unwrap_or(span);
+        let pad_id = self.concrete(pad_val, Some(dtype), pad_span)?;
+        if *self.ty(pad_id) != Ty::scalar(dtype) {
+            bail!(pad_span, "the padding of a {dtype} tensor is a {dtype} scalar, found {}", self.ty(pad_id));
+        }
+        Ok(Val::Value(self.push(
+            OpKind::Gather {
+                tensor: t,
+                index,
+                pad: pad_id,
+            },
+            Some(Ty::tile(dtype, shape)),
+            span,
+        )))
+    }
+
+    fn scatter(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "scatter", "y.scatter([rows, cols], values)", span)?;
+        let (p, dtype, mutable) = self.tensor_param(t);
+        if !mutable {
+            bail!(
+                span,
+                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to scatter into it",
+                p.name
+            );
+        }
+        let v = self.expr(&args[1])?;
+        let value = self.concrete(v, Some(dtype), args[1].span())?;
+        if self.ty(value).dtype != dtype {
+            bail!(
+                args[1].span(),
+                "the values are {} but `{}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
+                self.ty(value).dtype,
+                p.name
+            );
+        }
+        let (index, shape) = self.element_indices(&args[0], Some(value), "scatter")?;
+        self.use_rank(t, index.len(), span)?;
+        let value = self.broadcast_to(value, &shape, span)?;
+        self.push(OpKind::Scatter { tensor: t, index, value }, None, span);
+        Ok(Val::Unit)
     }
 
     fn load(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {

@@ -84,6 +84,18 @@ fn op(func: &Func, op: &Op) -> TokenStream {
             let pad = v(*pad);
             quote!(#cpu::load(#t, &[#(#ix),*], #shape, #pad))
         }
+        OpKind::Gather { tensor, index, pad } => {
+            let t = param_ident(func, *tensor);
+            let ix = index.iter().map(|i| v(*i));
+            let pad = v(*pad);
+            quote!(#cpu::gather(#t, &[#(&#ix),*], #pad))
+        }
+        OpKind::Scatter { tensor, index, value } => {
+            let t = param_ident(func, *tensor);
+            let ix = index.iter().map(|i| v(*i));
+            let val = v(*value);
+            return quote!(#cpu::scatter(#t, &[#(&#ix),*], &#val););
+        }
         OpKind::Store { tensor, index, value } => {
             let t = param_ident(func, *tensor);
             let ix = index.iter().map(|i| v(*i));

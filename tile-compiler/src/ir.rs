@@ -132,6 +132,11 @@ pub enum OpKind {
     Load { tensor: usize, index: Vec<ValueId>, pad: ValueId },
     /// Writes the in-bounds elements of `value` at tile-grid `index`.
     Store { tensor: usize, index: Vec<ValueId>, value: ValueId },
+    /// Element `e` of the result is `tensor[index[0][e], index[1][e], ..]`
+    /// (`pad` where out of bounds); index tiles have the result's shape.
+    Gather { tensor: usize, index: Vec<ValueId>, pad: ValueId },
+    /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
+    Scatter { tensor: usize, index: Vec<ValueId>, value: ValueId },
     Unary(UnaryOp, ValueId),
     Binary(BinaryOp, ValueId, ValueId),
     Select(ValueId, ValueId, ValueId),
@@ -176,8 +181,10 @@ impl OpKind {
             Get { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
             Permute { arg, .. } | Reduce { arg, .. } => vec![*arg],
-            Load { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
-            Store { index, value, .. } => index.iter().copied().chain([*value]).collect(),
+            Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
+            Store { index, value, .. } | Scatter { index, value, .. } => {
+                index.iter().copied().chain([*value]).collect()
+            }
             Binary(_, a, b) => vec![*a, *b],
             Select(c, a, b) => vec![*c, *a, *b],
             For { lo, hi, inits, yields, .. } => [*lo, *hi]
@@ -205,11 +212,11 @@ impl OpKind {
             Get { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
             Permute { arg, .. } | Reduce { arg, .. } => *arg = f(*arg),
-            Load { index, pad, .. } => {
+            Load { index, pad, .. } | Gather { index, pad, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);
             }
-            Store { index, value, .. } => {
+            Store { index, value, .. } | Scatter { index, value, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *value = f(*value);
             }
@@ -246,7 +253,10 @@ impl OpKind {
     /// True when the op only computes its results: no memory writes, no
     /// control flow. Such ops may be removed when unused, or shared when equal.
     pub fn is_pure(&self) -> bool {
-        !matches!(self, OpKind::Store { .. } | OpKind::For { .. } | OpKind::If { .. })
+        !matches!(
+            self,
+            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::For { .. } | OpKind::If { .. }
+        )
     }
 
     /// The nested op lists of control flow.

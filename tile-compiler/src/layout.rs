@@ -422,6 +422,21 @@ impl Pass {
                 let l = self.natural(*value);
                 *value = self.materialize(*value, &l, out, span);
             }
+            OpKind::Gather { index, .. } => {
+                let r = result.expect("gather result");
+                let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));
+                for i in index.iter_mut() {
+                    *i = self.materialize(*i, &l, out, span);
+                }
+                self.layouts.insert(r, l);
+            }
+            OpKind::Scatter { index, value, .. } => {
+                let l = self.natural(*value);
+                *value = self.materialize(*value, &l, out, span);
+                for i in index.iter_mut() {
+                    *i = self.materialize(*i, &l, out, span);
+                }
+            }
             OpKind::Unary(_, _) | OpKind::Binary(..) | OpKind::Select(..) | OpKind::Cast(_) if result_is_tile => {
                 let operands = op.kind.operands();
                 let anchor = operands

@@ -607,6 +607,11 @@ impl<'a> Lower<'a> {
                 self.store(*tensor, index, *value);
                 vec![]
             }
+            OpKind::Gather { tensor, index, pad } => self.gather(*tensor, index, *pad),
+            OpKind::Scatter { tensor, index, value } => {
+                self.scatter(*tensor, index, *value);
+                vec![]
+            }
             OpKind::Unary(u, a) => {
                 let dt = self.dtype(*a);
                 self.regs_of(*a).iter().map(|x| self.unary(*u, dt, x)).collect()
@@ -660,16 +665,17 @@ impl<'a> Lower<'a> {
 
     // ---- memory ---------------------------------------------------------------
 
-    fn get(&mut self, t: usize, index: &[ValueId]) -> String {
-        let param = self.func.tensor(t).clone();
+    /// The address of the element at `coords` (registers) of tensor `t`, and
+    /// the predicate that it is in bounds.
+    fn element_address(&mut self, t: usize, coords: &[String]) -> (String, String) {
+        let eb = self.func.tensor(t).dtype.bytes();
         let (ptr, dims, strides) = {
             let tr = &self.tensors[&t];
             (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
         };
         let mut off: Option<String> = None;
         let mut pred: Option<String> = None;
-        for (d, &ix) in index.iter().enumerate() {
-            let i = self.scalar(ix);
+        for (d, i) in coords.iter().enumerate() {
             let p = self.reg(RegClass::Pred);
             self.emit(format!("setp.lt.u32 {p}, {i}, {};", dims[d]));
             pred = Some(match pred {
@@ -688,16 +694,55 @@ impl<'a> Lower<'a> {
             off = Some(o);
         }
         let a = self.reg(RegClass::B64);
-        let eb = param.dtype.bytes();
         self.emit(format!("mad.wide.s32 {a}, {}, {eb}, {ptr};", off.expect("rank >= 1")));
+        (a, pred.expect("rank >= 1"))
+    }
+
+    /// Reads one element (`pad` when out of bounds) with a predicated load.
+    fn load_element(&mut self, t: usize, coords: &[String], pad: &str) -> String {
+        let param = self.func.tensor(t).clone();
+        let (a, pred) = self.element_address(t, coords);
         let class = RegClass::of(param.dtype);
-        let d = self.reg(class);
+        let d = self.copy(class, pad);
         let ty = if param.dtype.is_half() { "b16" } else { arith_type(param.dtype) };
-        let zero = self.constant(ConstVal::Int(0), param.dtype);
-        self.mov(class, &d, &zero);
         let nc = if param.mutable { "" } else { ".nc" };
-        self.emit(format!("@{} ld.global{nc}.{ty} {d}, [{a}];", pred.expect("rank >= 1")));
+        self.emit(format!("@{pred} ld.global{nc}.{ty} {d}, [{a}];"));
         d
+    }
+
+    fn get(&mut self, t: usize, index: &[ValueId]) -> String {
+        let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
+        let zero = self.constant(ConstVal::Int(0), self.func.tensor(t).dtype);
+        self.load_element(t, &coords, &zero)
+    }
+
+    fn gather(&mut self, t: usize, index: &[ValueId], pad: ValueId) -> Vec<String> {
+        let pad = self.scalar(pad);
+        let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
+        (0..idx[0].len())
+            .map(|e| {
+                let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
+                self.load_element(t, &coords, &pad)
+            })
+            .collect()
+    }
+
+    fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        let dtype = self.func.tensor(t).dtype;
+        let owner = self.owner_pred(self.layout(value).replicated_mask());
+        let vals = self.regs_of(value);
+        let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
+        let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+        for (e, v) in vals.iter().enumerate() {
+            let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
+            let (a, mut pred) = self.element_address(t, &coords);
+            if let Some(o) = &owner {
+                let n = self.reg(RegClass::Pred);
+                self.emit(format!("and.pred {n}, {pred}, {o};"));
+                pred = n;
+            }
+            self.emit(format!("@{pred} st.global.{ty} [{a}], {v};"));
+        }
     }
 
     /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.

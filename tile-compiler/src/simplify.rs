@@ -103,7 +103,7 @@ fn cse(
         // Yields are read after the bodies were rewritten: rename them again.
         op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
         // Memory reads are not merged: a store between two equal loads changes what they read.
-        let reads_memory = matches!(op.kind, OpKind::Load { .. } | OpKind::Get { .. });
+        let reads_memory = matches!(op.kind, OpKind::Load { .. } | OpKind::Get { .. } | OpKind::Gather { .. });
         if op.kind.is_pure() && !reads_memory && op.results.len() == 1 {
             let r = op.results[0];
             let key = format!("{:?}|{}", op.kind, func.values[r]);
@@ -129,7 +129,7 @@ fn count_uses(ops: &[Op], used: &mut HashSet<ValueId>) {
 
 fn has_effects(ops: &[Op]) -> bool {
     ops.iter().any(|op| match &op.kind {
-        OpKind::Store { .. } => true,
+        OpKind::Store { .. } | OpKind::Scatter { .. } => true,
         k => k.bodies().iter().any(|b| has_effects(b)),
     })
 }
@@ -145,7 +145,7 @@ fn sweep(ops: &mut Vec<Op>, used: &HashSet<ValueId>) -> bool {
     ops.retain(|op| {
         let any_used = op.results.iter().any(|r| used.contains(r));
         match &op.kind {
-            OpKind::Store { .. } => true,
+            OpKind::Store { .. } | OpKind::Scatter { .. } => true,
             OpKind::For { body, .. } => any_used || has_effects(body),
             OpKind::If {
                 then_body,

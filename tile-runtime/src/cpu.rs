@@ -77,6 +77,29 @@ pub fn store<T: Element>(t: &mut HostTensor<T>, index: &[i32], tile: &Tile<T>) {
     });
 }
 
+/// Element `e` is `t[index[0][e], index[1][e], ..]`, `pad` where out of bounds.
+pub fn gather<T: Element>(t: &HostTensor<T>, index: &[&Tile<i32>], pad: T) -> Tile<T> {
+    let n = index[0].data.len();
+    let data = (0..n)
+        .map(|e| {
+            let g: Vec<i64> = index.iter().map(|i| i.data[e] as i64).collect();
+            t.checked(&g).unwrap_or(pad)
+        })
+        .collect();
+    Tile {
+        shape: index[0].shape.clone(),
+        data,
+    }
+}
+
+/// Writes `value[e]` to `t[index[0][e], ..]` where in bounds, in element order.
+pub fn scatter<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &Tile<T>) {
+    for e in 0..value.data.len() {
+        let g: Vec<i64> = index.iter().map(|i| i.data[e] as i64).collect();
+        t.checked_set(&g, value.data[e]);
+    }
+}
+
 /// One element, zero when out of bounds.
 pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
     let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();

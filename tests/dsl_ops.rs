@@ -1,0 +1,519 @@
+//! One small kernel per DSL feature. Each test checks the CPU backend
+//! against plain Rust loops, then (with a GPU) the GPU against the CPU
+//! backend, on ragged shapes with poisoned outputs.
+
+mod common;
+use common::*;
+use tile::{f16, testing::gpu_or_skip, HostTensor, Stream};
+
+fn gpu(test: &str) -> Option<Stream> {
+    gpu_or_skip(test).map(|d| d.stream())
+}
+
+fn cdiv(a: usize, b: usize) -> u32 {
+    a.div_ceil(b) as u32
+}
+
+fn random_f32(rng: &mut Rng, shape: &[usize], scale: f64) -> HostTensor<f32> {
+    let n = shape.iter().product();
+    host::<f32>(&rng.normals(n, scale), shape)
+}
+
+fn random_i32(rng: &mut Rng, shape: &[usize], below: usize) -> HostTensor<i32> {
+    let n = shape.iter().product();
+    HostTensor::from_vec((0..n).map(|_| rng.below(below) as i32 - (below / 2) as i32).collect(), shape).unwrap()
+}
+
+fn as_f64<T: Num>(t: &HostTensor<T>) -> Vec<f64> {
+    values(t)
+}
+
+/// Downloads and compares a GPU result with the CPU backend's.
+fn same<T: Num>(s: &Stream, what: &str, got: &tile::Tensor<T>, want: &HostTensor<T>, tol: f64) {
+    let got = s.download(got).unwrap();
+    if tol == 0.0 {
+        assert_eq!(got.to_vec(), want.to_vec(), "{what}: GPU differs from the CPU backend");
+    } else {
+        assert_close(what, &as_f64(&got), &as_f64(want), tol);
+    }
+}
+
+// ---- reductions along both axes ---------------------------------------------
+
+#[tile::kernel(BM = [128], BN = [32])]
+fn column_stats<const BM: usize, const BN: usize>(x: &Tensor<f32>, sums: &mut Tensor<f32>, maxes: &mut Tensor<f32>, mins: &mut Tensor<f32>) {
+    let j = block_id(0);
+    let t = x.load([0, j], [BM, BN]);
+    sums.store([0, j], t.sum(0));
+    maxes.store([0, j], x.load([0, j], [BM, BN]).pad(f32::NEG_INFINITY).max(0));
+    mins.store([0, j], x.load([0, j], [BM, BN]).pad(f32::INFINITY).min(0));
+}
+
+#[test]
+fn reductions_along_axis_0() {
+    let mut rng = Rng::new(21);
+    let (rows, cols) = (100, 70);
+    let x = random_f32(&mut rng, &[rows, cols], 1.0);
+    let xs = x.to_vec();
+    let col = |j: usize| (0..rows).map(|i| xs[i * cols + j] as f64).collect::<Vec<_>>();
+    let run_cpu = || {
+        let mut out: Vec<HostTensor<f32>> = (0..3).map(|_| HostTensor::full(&[1, cols], f32::NAN)).collect();
+        let [a, b, c] = &mut out[..] else { unreachable!() };
+        column_stats::cpu::<128, 32>(cdiv(cols, 32), &x, a, b, c).unwrap();
+        out
+    };
+    let out = run_cpu();
+    let want_sum: Vec<f64> = (0..cols).map(|j| col(j).iter().sum()).collect();
+    let want_max: Vec<f64> = (0..cols).map(|j| col(j).into_iter().fold(f64::MIN, f64::max)).collect();
+    let want_min: Vec<f64> = (0..cols).map(|j| col(j).into_iter().fold(f64::MAX, f64::min)).collect();
+    assert_close("column sums", &as_f64(&out[0]), &want_sum, 1e-6);
+    assert_eq!(as_f64(&out[1]), want_max);
+    assert_eq!(as_f64(&out[2]), want_min);
+    let Some(s) = gpu("reductions_along_axis_0") else { return };
+    let xd = s.upload(&x).unwrap();
+    let mut d: Vec<_> = (0..3).map(|_| s.full(&[1, cols], f32::NAN).unwrap()).collect();
+    let [a, b, c] = &mut d[..] else { unreachable!() };
+    column_stats::launch::<128, 32>(&s, cdiv(cols, 32), &xd, a, b, c).unwrap();
+    same(&s, "column sums", &d[0], &out[0], 1e-6);
+    same(&s, "column max", &d[1], &out[1], 0.0);
+    same(&s, "column min", &d[2], &out[2], 0.0);
+}
+
+// ---- argmax / argmin ------------------------------------------------------------
+
+#[tile::kernel(B = [512])]
+fn arg_rows<const B: usize>(x: &Tensor<f32>, amax: &mut Tensor<i32>, amin: &mut Tensor<i32>) {
+    let r = block_id(0);
+    amax.store([r, 0], x.load([r, 0], [1, B]).pad(f32::NEG_INFINITY).argmax(1));
+    amin.store([r, 0], x.load([r, 0], [1, B]).pad(f32::INFINITY).argmin(1));
+}
+
+#[test]
+fn argmax_and_argmin_pick_the_first_extreme() {
+    let mut rng = Rng::new(22);
+    let (rows, cols) = (9, 300);
+    let mut data = rng.normals(rows * cols, 1.0);
+    // Ties: the first occurrence wins.
+    data[5] = 10.0;
+    data[17] = 10.0;
+    let x = host::<f32>(&data, &[rows, cols]);
+    let mut amax = HostTensor::full(&[rows, 1], -1);
+    let mut amin = HostTensor::full(&[rows, 1], -1);
+    arg_rows::cpu::<512>(rows as u32, &x, &mut amax, &mut amin).unwrap();
+    for r in 0..rows {
+        let row = &data[r * cols..(r + 1) * cols];
+        let best = |better: fn(f64, f64) -> bool| {
+            (0..cols).fold(0, |b, i| if better(row[i] as f32 as f64, row[b] as f32 as f64) { i } else { b }) as i32
+        };
+        assert_eq!(amax.at(&[r, 0]), best(|a, b| a > b));
+        assert_eq!(amin.at(&[r, 0]), best(|a, b| a < b));
+    }
+    let Some(s) = gpu("argmax_and_argmin_pick_the_first_extreme") else { return };
+    let mut a = s.full(&[rows, 1], -1).unwrap();
+    let mut b = s.full(&[rows, 1], -1).unwrap();
+    arg_rows::launch::<512>(&s, rows as u32, &s.upload(&x).unwrap(), &mut a, &mut b).unwrap();
+    same(&s, "argmax", &a, &amax, 0.0);
+    same(&s, "argmin", &b, &amin, 0.0);
+}
+
+// ---- transpose (a layout relabeling, stored from a transposed layout) -----------
+
+#[tile::kernel(B = [32, 64])]
+fn transpose<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+    let i = block_id(0);
+    let j = block_id(1);
+    y.store([j, i], x.load([i, j], [B, B]).transpose());
+}
+
+#[test]
+fn transpose_moves_elements() {
+    let mut rng = Rng::new(23);
+    let (rows, cols) = (70, 45);
+    let x = random_f32(&mut rng, &[rows, cols], 1.0);
+    let mut y = HostTensor::full(&[cols, rows], f32::NAN);
+    transpose::cpu::<32>((cdiv(rows, 32), cdiv(cols, 32)), &x, &mut y).unwrap();
+    for i in 0..rows {
+        for j in 0..cols {
+            assert_eq!(y.at(&[j, i]), x.at(&[i, j]));
+        }
+    }
+    let Some(s) = gpu("transpose_moves_elements") else { return };
+    let xd = s.upload(&x).unwrap();
+    for b in [32, 64] {
+        let mut yd = s.full(&[cols, rows], f32::NAN).unwrap();
+        let grid = (cdiv(rows, b), cdiv(cols, b));
+        match b {
+            32 => transpose::launch::<32>(&s, grid, &xd, &mut yd),
+            _ => transpose::launch::<64>(&s, grid, &xd, &mut yd),
+        }
+        .unwrap();
+        same(&s, "transpose", &yd, &y, 0.0);
+    }
+}
+
+// ---- loops with carried tiles and scalars ------------------------------------------
+
+#[tile::kernel(B = [256])]
+fn row_sums_looped<const B: usize>(x: &Tensor<f32>, out: &mut Tensor<f32>, counts: &mut Tensor<i32>) {
+    let r = block_id(0);
+    let mut acc = zeros([1, B]);
+    let mut n = 0;
+    for j in 0..cdiv(x.shape(1), B) {
+        acc = acc + x.load([r, j], [1, B]);
+        n = n + 1;
+    }
+    out.store([r, 0], acc.sum(1));
+    counts.store([r, 0], full([1, 1], n));
+}
+
+#[test]
+fn loops_carry_tiles_and_scalars() {
+    let mut rng = Rng::new(24);
+    for cols in [1, 255, 256, 1000] {
+        let rows = 5;
+        let x = random_f32(&mut rng, &[rows, cols], 1.0);
+        let mut out = HostTensor::full(&[rows, 1], f32::NAN);
+        let mut counts = HostTensor::full(&[rows, 1], -1);
+        row_sums_looped::cpu::<256>(rows as u32, &x, &mut out, &mut counts).unwrap();
+        let xs = x.to_vec();
+        let want: Vec<f64> = (0..rows).map(|r| xs[r * cols..(r + 1) * cols].iter().map(|&v| v as f64).sum()).collect();
+        assert_close("looped row sums", &as_f64(&out), &want, 1e-6);
+        assert!(counts.to_vec().iter().all(|&c| c as usize == cols.div_ceil(256)));
+        let Some(s) = gpu("loops_carry_tiles_and_scalars") else { continue };
+        let mut od = s.full(&[rows, 1], f32::NAN).unwrap();
+        let mut cd = s.full(&[rows, 1], -1).unwrap();
+        row_sums_looped::launch::<256>(&s, rows as u32, &s.upload(&x).unwrap(), &mut od, &mut cd).unwrap();
+        same(&s, "looped row sums", &od, &out, 1e-6);
+        same(&s, "loop counts", &cd, &counts, 0.0);
+    }
+}
+
+// ---- block-uniform branches ---------------------------------------------------------
+
+#[tile::kernel(B = [1024])]
+fn branchy<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>, mode: i32) {
+    let i = block_id(0);
+    let t = x.load([i], [B]);
+    let mut scale = 1.0;
+    if mode == 1 {
+        scale = 2.0;
+    } else if mode == 2 {
+        scale = -1.0;
+    }
+    if i % 2 == 0 {
+        y.store([i], t * scale);
+    } else {
+        y.store([i], t + scale);
+    }
+}
+
+#[test]
+fn branches_on_block_uniform_scalars() {
+    let mut rng = Rng::new(25);
+    let n = 5000;
+    let x = random_f32(&mut rng, &[n], 1.0);
+    for mode in [0, 1, 2] {
+        let mut y = HostTensor::full(&[n], f32::NAN);
+        branchy::cpu::<1024>(cdiv(n, 1024), &x, &mut y, mode).unwrap();
+        let scale = [1.0f32, 2.0, -1.0][mode as usize];
+        for k in 0..n {
+            let v = x.at(&[k]);
+            let want = if (k / 1024) % 2 == 0 { v * scale } else { v + scale };
+            assert_eq!(y.at(&[k]), want);
+        }
+        let Some(s) = gpu("branches_on_block_uniform_scalars") else { continue };
+        let mut yd = s.full(&[n], f32::NAN).unwrap();
+        branchy::launch::<1024>(&s, cdiv(n, 1024), &s.upload(&x).unwrap(), &mut yd, mode).unwrap();
+        same(&s, "branchy", &yd, &y, 0.0);
+    }
+}
+
+// ---- integer arithmetic, bit operations, select ---------------------------------------
+
+#[tile::kernel(B = [512])]
+fn int_ops<const B: usize>(a: &Tensor<i32>, b: &Tensor<i32>, out: &mut Tensor<i32>) {
+    let i = block_id(0);
+    let x = a.load([0, i], [1, B]);
+    let y = b.load([0, i], [1, B]);
+    let d = select(y == 0, 1, y);
+    out.store([0, i], (x * 3 + y) % 7);
+    out.store([1, i], x / d);
+    out.store([2, i], (x << 3) ^ (y & 255) | (x >> 2));
+    out.store([3, i], max(x, y) - min(x, y) + abs(x));
+    out.store([4, i], select(x > y, x, -y));
+    out.store([5, i], (x * 1000003 + arange(B)).cast::<u32>().cast::<i32>() / 3);
+}
+
+fn int_ops_ref(x: i32, y: i32, k: usize) -> [i32; 6] {
+    let d = if y == 0 { 1 } else { y };
+    [
+        x.wrapping_mul(3).wrapping_add(y) % 7,
+        x / d,
+        ((x << 3) ^ (y & 255)) | (x >> 2),
+        x.max(y) - x.min(y) + x.abs(),
+        if x > y { x } else { -y },
+        x.wrapping_mul(1000003).wrapping_add((k % 512) as i32) / 3,
+    ]
+}
+
+#[test]
+fn integer_operations() {
+    let mut rng = Rng::new(26);
+    let n = 1500;
+    let a = random_i32(&mut rng, &[1, n], 2000);
+    let b = random_i32(&mut rng, &[1, n], 40);
+    let mut out = HostTensor::full(&[6, n], i32::MIN);
+    int_ops::cpu::<512>(cdiv(n, 512), &a, &b, &mut out).unwrap();
+    for k in 0..n {
+        let want = int_ops_ref(a.at(&[0, k]), b.at(&[0, k]), k);
+        for (row, w) in want.iter().enumerate() {
+            assert_eq!(out.at(&[row, k]), *w, "row {row} element {k}");
+        }
+    }
+    let Some(s) = gpu("integer_operations") else { return };
+    let mut od = s.full(&[6, n], i32::MIN).unwrap();
+    int_ops::launch::<512>(&s, cdiv(n, 512), &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut od).unwrap();
+    same(&s, "int ops", &od, &out, 0.0);
+}
+
+// ---- casts and half-precision arithmetic ------------------------------------------------
+
+#[tile::kernel(B = [256])]
+fn casts<const B: usize>(x: &Tensor<f32>, h: &Tensor<f16>, ints: &mut Tensor<i32>, halves: &mut Tensor<f16>, sums: &mut Tensor<f16>) {
+    let i = block_id(0);
+    let t = x.load([i], [B]);
+    ints.store([i], (t * 100.0).cast::<i32>());
+    halves.store([i], t.cast::<f16>());
+    let hv = h.load([i], [B]);
+    sums.store([i], hv + hv * hv);
+}
+
+#[test]
+fn casts_and_half_arithmetic_round_like_the_reference() {
+    let mut rng = Rng::new(27);
+    let n = 700;
+    let x = random_f32(&mut rng, &[n], 3.0);
+    let h = host::<f16>(&rng.normals(n, 2.0), &[n]);
+    let mut ints = HostTensor::full(&[n], 0);
+    let mut halves = HostTensor::full(&[n], f16::NAN);
+    let mut sums = HostTensor::full(&[n], f16::NAN);
+    casts::cpu::<256>(cdiv(n, 256), &x, &h, &mut ints, &mut halves, &mut sums).unwrap();
+    for k in 0..n {
+        let v = x.at(&[k]);
+        assert_eq!(ints.at(&[k]), (v * 100.0) as i32);
+        assert_eq!(halves.at(&[k]), f16::from_f32(v));
+        let hv = h.at(&[k]);
+        let sq = f16::from_f32(hv.to_f32() * hv.to_f32());
+        assert_eq!(sums.at(&[k]), f16::from_f32(hv.to_f32() + sq.to_f32()));
+    }
+    let Some(s) = gpu("casts_and_half_arithmetic_round_like_the_reference") else { return };
+    let mut i_d = s.full(&[n], 0).unwrap();
+    let mut h_d = s.full(&[n], f16::NAN).unwrap();
+    let mut s_d = s.full(&[n], f16::NAN).unwrap();
+    casts::launch::<256>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &s.upload(&h).unwrap(), &mut i_d, &mut h_d, &mut s_d)
+        .unwrap();
+    same(&s, "f32 -> i32", &i_d, &ints, 0.0);
+    same(&s, "f32 -> f16", &h_d, &halves, 0.0);
+    same(&s, "f16 arithmetic", &s_d, &sums, 0.0);
+}
+
+// ---- math functions ------------------------------------------------------------------------
+
+#[tile::kernel(B = [256])]
+fn math<const B: usize>(x: &Tensor<f32>, out: &mut Tensor<f32>) {
+    let i = block_id(0);
+    let t = x.load([0, i], [1, B]);
+    let p = abs(t) + 0.5;
+    out.store([0, i], exp(t));
+    out.store([1, i], exp2(t));
+    out.store([2, i], log(p));
+    out.store([3, i], log2(p));
+    out.store([4, i], sqrt(p));
+    out.store([5, i], rsqrt(p));
+    out.store([6, i], tanh(t));
+    out.store([7, i], erf(t));
+    out.store([8, i], -abs(t));
+}
+
+#[test]
+fn math_functions_match_f64() {
+    let mut rng = Rng::new(28);
+    let n = 600;
+    let x = random_f32(&mut rng, &[1, n], 2.0);
+    let mut out = HostTensor::full(&[9, n], f32::NAN);
+    math::cpu::<256>(cdiv(n, 256), &x, &mut out).unwrap();
+    let fs: [fn(f64) -> f64; 9] = [
+        f64::exp,
+        f64::exp2,
+        |t| (t.abs() + 0.5).ln(),
+        |t| (t.abs() + 0.5).log2(),
+        |t| (t.abs() + 0.5).sqrt(),
+        |t| 1.0 / (t.abs() + 0.5).sqrt(),
+        f64::tanh,
+        |t| libm_erf(t),
+        |t| -t.abs(),
+    ];
+    let xs: Vec<f64> = x.to_vec().iter().map(|&v| v as f64).collect();
+    let row = |t: &HostTensor<f32>, r: usize| -> Vec<f64> { (0..n).map(|k| t.at(&[r, k]) as f64).collect() };
+    for (r, f) in fs.iter().enumerate() {
+        let want: Vec<f64> = xs.iter().map(|&t| f(t)).collect();
+        assert_close(&format!("math row {r} (cpu)"), &row(&out, r), &want, 1e-6);
+    }
+    let Some(s) = gpu("math_functions_match_f64") else { return };
+    let mut od = s.full(&[9, n], f32::NAN).unwrap();
+    math::launch::<256>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut od).unwrap();
+    let got = s.download(&od).unwrap();
+    for (r, f) in fs.iter().enumerate() {
+        let want: Vec<f64> = xs.iter().map(|&t| f(t)).collect();
+        // ex2/lg2/rsqrt/tanh are the GPU's approximations: tanh.approx is the loosest (2^-11).
+        assert_close(&format!("math row {r} (gpu)"), &row(&got, r), &want, 1e-3);
+    }
+}
+
+/// erf in f64 (Abramowitz and Stegun 7.1.28 is too coarse; use the series/continued fraction).
+fn libm_erf(x: f64) -> f64 {
+    // Maclaurin series converges fast for |x| < 3; beyond, erf is 1 to f32 precision.
+    if x.abs() > 3.5 {
+        return x.signum();
+    }
+    let mut term = x;
+    let mut sum = x;
+    for n in 1..80 {
+        term *= -x * x / n as f64;
+        sum += term / (2 * n + 1) as f64;
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+// ---- reshape, expand_dims, broadcast_to, 3-D tiles ----------------------------------------------
+
+#[tile::kernel(B = [16])]
+fn shapes<const B: usize>(x: &Tensor<f32>, flat: &mut Tensor<f32>, outer: &mut Tensor<f32>, cube: &Tensor<f32>, plane: &mut Tensor<f32>) {
+    let t = x.load([0, 0], [8, B]);
+    flat.store([0, 0], t.reshape([2, 4 * B]));
+    let row = t.sum(1).reshape([8]);
+    let col = arange(B).cast::<f32>();
+    outer.store([0, 0], row.expand_dims(1) * col.expand_dims(0).broadcast_to([8, B]));
+    plane.store([0, 0], cube.load([0, 0, 0], [2, 4, 32]).sum(1).reshape([2, 32]).permute([1, 0]));
+}
+
+#[test]
+fn reshapes_broadcasts_and_3d_tiles() {
+    let mut rng = Rng::new(29);
+    let x = random_f32(&mut rng, &[8, 16], 1.0);
+    let cube = random_f32(&mut rng, &[2, 3, 30], 1.0);
+    let mut flat = HostTensor::full(&[2, 64], f32::NAN);
+    let mut outer = HostTensor::full(&[8, 16], f32::NAN);
+    let mut plane = HostTensor::full(&[30, 2], f32::NAN);
+    shapes::cpu::<16>(1, &x, &mut flat, &mut outer, &cube, &mut plane).unwrap();
+    assert_eq!(flat.to_vec(), x.to_vec());
+    for r in 0..8 {
+        let s: f32 = (0..16).map(|c| x.at(&[r, c])).sum();
+        for c in 0..16 {
+            assert!((outer.at(&[r, c]) - s * c as f32).abs() < 1e-4);
+        }
+    }
+    for a in 0..2 {
+        for k in 0..30 {
+            let s: f32 = (0..3).map(|j| cube.at(&[a, j, k])).sum();
+            assert!((plane.at(&[k, a]) - s).abs() < 1e-5);
+        }
+    }
+    let Some(s) = gpu("reshapes_broadcasts_and_3d_tiles") else { return };
+    let mut fd = s.full(&[2, 64], f32::NAN).unwrap();
+    let mut od = s.full(&[8, 16], f32::NAN).unwrap();
+    let mut pd = s.full(&[30, 2], f32::NAN).unwrap();
+    shapes::launch::<16>(&s, 1, &s.upload(&x).unwrap(), &mut fd, &mut od, &s.upload(&cube).unwrap(), &mut pd).unwrap();
+    same(&s, "reshape", &fd, &flat, 0.0);
+    same(&s, "outer product", &od, &outer, 1e-6);
+    same(&s, "3-D reduce + permute", &pd, &plane, 1e-6);
+}
+
+// ---- gather and scatter -----------------------------------------------------------------------------
+
+#[tile::kernel(R = [16], C = [64])]
+fn gather_rows<const R: usize, const C: usize>(ids: &Tensor<i32>, table: &Tensor<f32>, out: &mut Tensor<f32>, perm: &Tensor<i32>, moved: &mut Tensor<f32>) {
+    let b = block_id(0);
+    let rows = ids.load([b], [R]).reshape([R, 1]);
+    let cols = arange(C).reshape([1, C]);
+    let picked = table.gather([rows, cols]).pad(-1.0);
+    out.store([b, 0], picked);
+    // Lanes past the end get index -1: out of bounds, so they scatter nothing.
+    let dest = perm.load([b], [R]).pad(-1);
+    moved.scatter([dest], picked.sum(1).reshape([R]));
+}
+
+#[test]
+fn gather_and_scatter_by_index_tiles() {
+    let mut rng = Rng::new(30);
+    let (vocab, c, n) = (40, 50, 37);
+    let table = random_f32(&mut rng, &[vocab, c], 1.0);
+    // Some ids fall outside the table: their rows read the padding.
+    let ids = HostTensor::from_vec((0..n).map(|_| rng.below(vocab + 5) as i32).collect(), &[n]).unwrap();
+    let mut order: Vec<i32> = (0..n as i32).collect();
+    for i in (1..n).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    let perm = HostTensor::from_vec(order.clone(), &[n]).unwrap();
+    let mut out = HostTensor::full(&[n, 64], f32::NAN);
+    let mut moved = HostTensor::full(&[n], f32::NAN);
+    gather_rows::cpu::<16, 64>(cdiv(n, 16), &ids, &table, &mut out, &perm, &mut moved).unwrap();
+    for i in 0..n {
+        let id = ids.at(&[i]) as usize;
+        let mut sum = 0.0f64;
+        for j in 0..c {
+            let want = if id < vocab { table.at(&[id, j]) } else { -1.0 };
+            assert_eq!(out.at(&[i, j]), want);
+            sum += want as f64;
+        }
+        sum += -1.0 * (64 - c) as f64;
+        assert!((moved.at(&[order[i] as usize]) as f64 - sum).abs() < 1e-4);
+    }
+    let Some(s) = gpu("gather_and_scatter_by_index_tiles") else { return };
+    let mut od = s.full(&[n, 64], f32::NAN).unwrap();
+    let mut md = s.full(&[n], f32::NAN).unwrap();
+    gather_rows::launch::<16, 64>(
+        &s,
+        cdiv(n, 16),
+        &s.upload(&ids).unwrap(),
+        &s.upload(&table).unwrap(),
+        &mut od,
+        &s.upload(&perm).unwrap(),
+        &mut md,
+    )
+    .unwrap();
+    same(&s, "gather", &od, &out, 0.0);
+    same(&s, "scatter", &md, &moved, 1e-6);
+}
+
+// ---- scalars: get, num_blocks, scalar arithmetic --------------------------------------------------
+
+#[tile::kernel(B = [128])]
+fn scalars<const B: usize>(x: &Tensor<f32>, params: &Tensor<f32>, y: &mut Tensor<f32>, shift: i32) {
+    let i = block_id(0);
+    let n = num_blocks(0);
+    let gain = params.get([0]) * 2.0 + params.get([7]);
+    let t = x.load([(i + shift) % n], [B]);
+    y.store([i], t * gain + (i * 10) as f32);
+}
+
+#[test]
+fn block_uniform_scalars() {
+    let mut rng = Rng::new(31);
+    let n = 128 * 5;
+    let x = random_f32(&mut rng, &[n], 1.0);
+    let params = HostTensor::from_vec(vec![1.5f32, 0.0, 0.0], &[3]).unwrap();
+    let mut y = HostTensor::full(&[n], f32::NAN);
+    scalars::cpu::<128>(5, &x, &params, &mut y, 2).unwrap();
+    for i in 0..5 {
+        for k in 0..128 {
+            let src = x.at(&[((i + 2) % 5) * 128 + k]);
+            // params.get([7]) is out of bounds: it reads 0.
+            assert_eq!(y.at(&[i * 128 + k]), src * 3.0 + (i * 10) as f32);
+        }
+    }
+    let Some(s) = gpu("block_uniform_scalars") else { return };
+    let mut yd = s.full(&[n], f32::NAN).unwrap();
+    scalars::launch::<128>(&s, 5, &s.upload(&x).unwrap(), &s.upload(&params).unwrap(), &mut yd, 2).unwrap();
+    same(&s, "scalars", &yd, &y, 0.0);
+}
