@@ -515,5 +515,6 @@ fn block_uniform_scalars() {
     let Some(s) = gpu("block_uniform_scalars") else { return };
     let mut yd = s.full(&[n], f32::NAN).unwrap();
     scalars::launch::<128>(&s, 5, &s.upload(&x).unwrap(), &s.upload(&params).unwrap(), &mut yd, 2).unwrap();
-    same(&s, "scalars", &yd, &y, 0.0);
+    // ptxas fuses the multiply-add into one FMA: the last bit may differ from the CPU.
+    same(&s, "scalars", &yd, &y, 1e-7);
 }
