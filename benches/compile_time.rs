@@ -14,12 +14,19 @@ const SOURCES: [(&str, &str); 4] = [
 ];
 
 fn main() {
-    println!("{:<16} {:>9} {:>12} {:>14}", "kernel", "variants", "total ms", "ms / variant");
+    println!(
+        "{:<16} {:>9} {:>12} {:>14}",
+        "kernel", "variants", "total ms", "ms / variant"
+    );
     for (file, src) in SOURCES {
         let parsed = syn::parse_file(src).unwrap_or_else(|e| panic!("{file}: {e}"));
         for item in parsed.items {
             let syn::Item::Fn(mut f) = item else { continue };
-            let Some(pos) = f.attrs.iter().position(|a| a.path().segments.last().is_some_and(|s| s.ident == "kernel")) else {
+            let Some(pos) = f
+                .attrs
+                .iter()
+                .position(|a| a.path().segments.last().is_some_and(|s| s.ident == "kernel"))
+            else {
                 continue;
             };
             let attr = f.attrs.remove(pos);
@@ -38,7 +45,13 @@ fn main() {
                 best = best.min(t.elapsed().as_secs_f64() * 1e3);
                 variants = k.variants.len();
             }
-            println!("{:<16} {:>9} {:>12.2} {:>14.3}", f.sig.ident.to_string(), variants, best, best / variants as f64);
+            println!(
+                "{:<16} {:>9} {:>12.2} {:>14.3}",
+                f.sig.ident.to_string(),
+                variants,
+                best,
+                best / variants as f64
+            );
         }
     }
 }

@@ -12,7 +12,7 @@
 //! buffer sets so the data never sits in L2.
 
 use std::time::Instant;
-use tile::{bf16, Element, Stream, Tensor};
+use tile::{Element, Stream, Tensor, bf16};
 use tile_kernels::{elementwise, norm, softmax};
 
 const SETS: usize = 4;
@@ -98,14 +98,23 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     let flat_x: Vec<Tensor<T>> = xs.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let mut flat_y: Vec<Tensor<T>> = ys.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let grid = (rows * cols).div_ceil(4096) as u32;
-    let ms = median_ms(s, |i| elementwise::gelu::launch::<T, 4096>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap());
+    let ms = median_ms(s, |i| {
+        elementwise::gelu::launch::<T, 4096>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap()
+    });
     row("gelu", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 }
 
 fn main() {
-    let Some(device) = tile::testing::gpu_or_skip("memory_bound bench") else { return };
+    let Some(device) = tile::testing::gpu_or_skip("memory_bound bench") else {
+        return;
+    };
     let s = device.stream();
-    println!("{} (sm_{}{})", device.name(), device.compute_capability().0, device.compute_capability().1);
+    println!(
+        "{} (sm_{}{})",
+        device.name(),
+        device.compute_capability().0,
+        device.compute_capability().1
+    );
 
     // First launch of a variant loads its module (the driver compiles the PTX).
     let x = s.zeros::<f32>(&[64, 1024]).unwrap();

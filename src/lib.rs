@@ -26,16 +26,16 @@
 //! Each kernel becomes a module with `launch` (GPU), `cpu` (reference) and
 //! `KERNEL` (the generated PTX and parameter list, also in the registry).
 
+pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
-    device_count, driver_present, registered_kernels, testing, Arg, DType, Device, Element, Error, Event, Grid,
-    HostTensor, KernelRef, KernelSpec, ParamSpec, Result, Stream, Target, Tensor, VariantSpec,
+    Arg, DType, Device, Element, Error, Event, Grid, HostTensor, KernelRef, KernelSpec, ParamSpec, Result, Stream,
+    Target, Tensor, VariantSpec, device_count, driver_present, registered_kernels, testing,
 };
-pub use half::{bf16, f16};
 
 /// The names a program using tile usually needs.
 pub mod prelude {
-    pub use crate::{bf16, f16, Device, Grid, HostTensor, Stream, Tensor};
+    pub use crate::{Device, Grid, HostTensor, Stream, Tensor, bf16, f16};
 }
 
 /// Used by the code `#[tile::kernel]` generates; not a public API.

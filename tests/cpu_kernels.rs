@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use tile::{bf16, HostTensor};
+use tile::{HostTensor, bf16};
 use tile_kernels::{elementwise, embedding, norm, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
@@ -52,7 +52,11 @@ fn layer_norm_and_rms_norm() {
         let x = rng.normals(rows * cols, 2.0);
         let w = rng.normals(cols, 1.0);
         let b = rng.normals(cols, 1.0);
-        let (xt, wt, bt) = (host::<f32>(&x, &[rows, cols]), host::<f32>(&w, &[cols]), host::<f32>(&b, &[cols]));
+        let (xt, wt, bt) = (
+            host::<f32>(&x, &[rows, cols]),
+            host::<f32>(&w, &[cols]),
+            host::<f32>(&b, &[cols]),
+        );
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
         norm::layer_norm::cpu::<f32, 1024>(grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
         assert_close("layer_norm", &values(&y), &layer_norm_ref(&x, &w, &b, cols, 1e-5), 1e-5);
@@ -109,7 +113,12 @@ fn embedding_gathers_token_and_position_rows() {
         t as i32,
     )
     .unwrap();
-    assert_close("embedding", &values(&out), &embedding_ref(&tokens, &wte, &wpe, t, c), 1e-6);
+    assert_close(
+        "embedding",
+        &values(&out),
+        &embedding_ref(&tokens, &wte, &wpe, t, c),
+        1e-6,
+    );
 }
 
 #[test]
@@ -117,7 +126,17 @@ fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
     let x = HostTensor::<f32>::zeros(&[4]);
     let mut y = HostTensor::<f32>::zeros(&[4]);
     let err = softmax::softmax::cpu::<f32, 32>(1, &x, &mut y).unwrap_err();
-    assert!(matches!(err, tile::Error::Rank { expected: 2, found: 1, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            tile::Error::Rank {
+                expected: 2,
+                found: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let x = HostTensor::<f32>::zeros(&[1, 4]);
     let mut y = HostTensor::<f32>::zeros(&[1, 4]);
     let err = softmax::softmax::cpu::<f32, 32>(0, &x, &mut y).unwrap_err();

@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use tile::{f16, testing::gpu_or_skip, HostTensor, Stream};
+use tile::{HostTensor, Stream, f16, testing::gpu_or_skip};
 
 fn gpu(test: &str) -> Option<Stream> {
     gpu_or_skip(test).map(|d| d.stream())
@@ -21,7 +21,11 @@ fn random_f32(rng: &mut Rng, shape: &[usize], scale: f64) -> HostTensor<f32> {
 
 fn random_i32(rng: &mut Rng, shape: &[usize], below: usize) -> HostTensor<i32> {
     let n = shape.iter().product();
-    HostTensor::from_vec((0..n).map(|_| rng.below(below) as i32 - (below / 2) as i32).collect(), shape).unwrap()
+    HostTensor::from_vec(
+        (0..n).map(|_| rng.below(below) as i32 - (below / 2) as i32).collect(),
+        shape,
+    )
+    .unwrap()
 }
 
 fn as_f64<T: Num>(t: &HostTensor<T>) -> Vec<f64> {
@@ -41,7 +45,12 @@ fn same<T: Num>(s: &Stream, what: &str, got: &tile::Tensor<T>, want: &HostTensor
 // ---- reductions along both axes ---------------------------------------------
 
 #[tile::kernel(BM = [128], BN = [32])]
-fn column_stats<const BM: usize, const BN: usize>(x: &Tensor<f32>, sums: &mut Tensor<f32>, maxes: &mut Tensor<f32>, mins: &mut Tensor<f32>) {
+fn column_stats<const BM: usize, const BN: usize>(
+    x: &Tensor<f32>,
+    sums: &mut Tensor<f32>,
+    maxes: &mut Tensor<f32>,
+    mins: &mut Tensor<f32>,
+) {
     let j = block_id(0);
     let t = x.load([0, j], [BM, BN]);
     sums.store([0, j], t.sum(0));
@@ -69,7 +78,9 @@ fn reductions_along_axis_0() {
     assert_close("column sums", &as_f64(&out[0]), &want_sum, 1e-6);
     assert_eq!(as_f64(&out[1]), want_max);
     assert_eq!(as_f64(&out[2]), want_min);
-    let Some(s) = gpu("reductions_along_axis_0") else { return };
+    let Some(s) = gpu("reductions_along_axis_0") else {
+        return;
+    };
     let xd = s.upload(&x).unwrap();
     let mut d: Vec<_> = (0..3).map(|_| s.full(&[1, cols], f32::NAN).unwrap()).collect();
     let [a, b, c] = &mut d[..] else { unreachable!() };
@@ -103,12 +114,20 @@ fn argmax_and_argmin_pick_the_first_extreme() {
     for r in 0..rows {
         let row = &data[r * cols..(r + 1) * cols];
         let best = |better: fn(f64, f64) -> bool| {
-            (0..cols).fold(0, |b, i| if better(row[i] as f32 as f64, row[b] as f32 as f64) { i } else { b }) as i32
+            (0..cols).fold(0, |b, i| {
+                if better(row[i] as f32 as f64, row[b] as f32 as f64) {
+                    i
+                } else {
+                    b
+                }
+            }) as i32
         };
         assert_eq!(amax.at(&[r, 0]), best(|a, b| a > b));
         assert_eq!(amin.at(&[r, 0]), best(|a, b| a < b));
     }
-    let Some(s) = gpu("argmax_and_argmin_pick_the_first_extreme") else { return };
+    let Some(s) = gpu("argmax_and_argmin_pick_the_first_extreme") else {
+        return;
+    };
     let mut a = s.full(&[rows, 1], -1).unwrap();
     let mut b = s.full(&[rows, 1], -1).unwrap();
     arg_rows::launch::<512>(&s, rows as u32, &s.upload(&x).unwrap(), &mut a, &mut b).unwrap();
@@ -137,7 +156,9 @@ fn transpose_moves_elements() {
             assert_eq!(y.at(&[j, i]), x.at(&[i, j]));
         }
     }
-    let Some(s) = gpu("transpose_moves_elements") else { return };
+    let Some(s) = gpu("transpose_moves_elements") else {
+        return;
+    };
     let xd = s.upload(&x).unwrap();
     for b in [32, 64] {
         let mut yd = s.full(&[cols, rows], f32::NAN).unwrap();
@@ -176,10 +197,14 @@ fn loops_carry_tiles_and_scalars() {
         let mut counts = HostTensor::full(&[rows, 1], -1);
         row_sums_looped::cpu::<256>(rows as u32, &x, &mut out, &mut counts).unwrap();
         let xs = x.to_vec();
-        let want: Vec<f64> = (0..rows).map(|r| xs[r * cols..(r + 1) * cols].iter().map(|&v| v as f64).sum()).collect();
+        let want: Vec<f64> = (0..rows)
+            .map(|r| xs[r * cols..(r + 1) * cols].iter().map(|&v| v as f64).sum())
+            .collect();
         assert_close("looped row sums", &as_f64(&out), &want, 1e-6);
         assert!(counts.to_vec().iter().all(|&c| c as usize == cols.div_ceil(256)));
-        let Some(s) = gpu("loops_carry_tiles_and_scalars") else { continue };
+        let Some(s) = gpu("loops_carry_tiles_and_scalars") else {
+            continue;
+        };
         let mut od = s.full(&[rows, 1], f32::NAN).unwrap();
         let mut cd = s.full(&[rows, 1], -1).unwrap();
         row_sums_looped::launch::<256>(&s, rows as u32, &s.upload(&x).unwrap(), &mut od, &mut cd).unwrap();
@@ -221,7 +246,9 @@ fn branches_on_block_uniform_scalars() {
             let want = if (k / 1024) % 2 == 0 { v * scale } else { v + scale };
             assert_eq!(y.at(&[k]), want);
         }
-        let Some(s) = gpu("branches_on_block_uniform_scalars") else { continue };
+        let Some(s) = gpu("branches_on_block_uniform_scalars") else {
+            continue;
+        };
         let mut yd = s.full(&[n], f32::NAN).unwrap();
         branchy::launch::<1024>(&s, cdiv(n, 1024), &s.upload(&x).unwrap(), &mut yd, mode).unwrap();
         same(&s, "branchy", &yd, &y, 0.0);
@@ -272,14 +299,27 @@ fn integer_operations() {
     }
     let Some(s) = gpu("integer_operations") else { return };
     let mut od = s.full(&[6, n], i32::MIN).unwrap();
-    int_ops::launch::<512>(&s, cdiv(n, 512), &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut od).unwrap();
+    int_ops::launch::<512>(
+        &s,
+        cdiv(n, 512),
+        &s.upload(&a).unwrap(),
+        &s.upload(&b).unwrap(),
+        &mut od,
+    )
+    .unwrap();
     same(&s, "int ops", &od, &out, 0.0);
 }
 
 // ---- casts and half-precision arithmetic ------------------------------------------------
 
 #[tile::kernel(B = [256])]
-fn casts<const B: usize>(x: &Tensor<f32>, h: &Tensor<f16>, ints: &mut Tensor<i32>, halves: &mut Tensor<f16>, sums: &mut Tensor<f16>) {
+fn casts<const B: usize>(
+    x: &Tensor<f32>,
+    h: &Tensor<f16>,
+    ints: &mut Tensor<i32>,
+    halves: &mut Tensor<f16>,
+    sums: &mut Tensor<f16>,
+) {
     let i = block_id(0);
     let t = x.load([i], [B]);
     ints.store([i], (t * 100.0).cast::<i32>());
@@ -306,12 +346,22 @@ fn casts_and_half_arithmetic_round_like_the_reference() {
         let sq = f16::from_f32(hv.to_f32() * hv.to_f32());
         assert_eq!(sums.at(&[k]), f16::from_f32(hv.to_f32() + sq.to_f32()));
     }
-    let Some(s) = gpu("casts_and_half_arithmetic_round_like_the_reference") else { return };
+    let Some(s) = gpu("casts_and_half_arithmetic_round_like_the_reference") else {
+        return;
+    };
     let mut i_d = s.full(&[n], 0).unwrap();
     let mut h_d = s.full(&[n], f16::NAN).unwrap();
     let mut s_d = s.full(&[n], f16::NAN).unwrap();
-    casts::launch::<256>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &s.upload(&h).unwrap(), &mut i_d, &mut h_d, &mut s_d)
-        .unwrap();
+    casts::launch::<256>(
+        &s,
+        cdiv(n, 256),
+        &s.upload(&x).unwrap(),
+        &s.upload(&h).unwrap(),
+        &mut i_d,
+        &mut h_d,
+        &mut s_d,
+    )
+    .unwrap();
     same(&s, "f32 -> i32", &i_d, &ints, 0.0);
     same(&s, "f32 -> f16", &h_d, &halves, 0.0);
     same(&s, "f16 arithmetic", &s_d, &sums, 0.0);
@@ -359,7 +409,9 @@ fn math_functions_match_f64() {
         let want: Vec<f64> = xs.iter().map(|&t| f(t)).collect();
         assert_close(&format!("math row {r} (cpu)"), &row(&out, r), &want, 1e-6);
     }
-    let Some(s) = gpu("math_functions_match_f64") else { return };
+    let Some(s) = gpu("math_functions_match_f64") else {
+        return;
+    };
     let mut od = s.full(&[9, n], f32::NAN).unwrap();
     math::launch::<256>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut od).unwrap();
     let got = s.download(&od).unwrap();
@@ -388,13 +440,22 @@ fn libm_erf(x: f64) -> f64 {
 // ---- reshape, expand_dims, broadcast_to, 3-D tiles ----------------------------------------------
 
 #[tile::kernel(B = [16])]
-fn shapes<const B: usize>(x: &Tensor<f32>, flat: &mut Tensor<f32>, outer: &mut Tensor<f32>, cube: &Tensor<f32>, plane: &mut Tensor<f32>) {
+fn shapes<const B: usize>(
+    x: &Tensor<f32>,
+    flat: &mut Tensor<f32>,
+    outer: &mut Tensor<f32>,
+    cube: &Tensor<f32>,
+    plane: &mut Tensor<f32>,
+) {
     let t = x.load([0, 0], [8, B]);
     flat.store([0, 0], t.reshape([2, 4 * B]));
     let row = t.sum(1).reshape([8]);
     let col = arange(B).cast::<f32>();
     outer.store([0, 0], row.expand_dims(1) * col.expand_dims(0).broadcast_to([8, B]));
-    plane.store([0, 0], cube.load([0, 0, 0], [2, 4, 32]).sum(1).reshape([2, 32]).permute([1, 0]));
+    plane.store(
+        [0, 0],
+        cube.load([0, 0, 0], [2, 4, 32]).sum(1).reshape([2, 32]).permute([1, 0]),
+    );
 }
 
 #[test]
@@ -419,11 +480,22 @@ fn reshapes_broadcasts_and_3d_tiles() {
             assert!((plane.at(&[k, a]) - s).abs() < 1e-5);
         }
     }
-    let Some(s) = gpu("reshapes_broadcasts_and_3d_tiles") else { return };
+    let Some(s) = gpu("reshapes_broadcasts_and_3d_tiles") else {
+        return;
+    };
     let mut fd = s.full(&[2, 64], f32::NAN).unwrap();
     let mut od = s.full(&[8, 16], f32::NAN).unwrap();
     let mut pd = s.full(&[30, 2], f32::NAN).unwrap();
-    shapes::launch::<16>(&s, 1, &s.upload(&x).unwrap(), &mut fd, &mut od, &s.upload(&cube).unwrap(), &mut pd).unwrap();
+    shapes::launch::<16>(
+        &s,
+        1,
+        &s.upload(&x).unwrap(),
+        &mut fd,
+        &mut od,
+        &s.upload(&cube).unwrap(),
+        &mut pd,
+    )
+    .unwrap();
     same(&s, "reshape", &fd, &flat, 0.0);
     same(&s, "outer product", &od, &outer, 1e-6);
     same(&s, "3-D reduce + permute", &pd, &plane, 1e-6);
@@ -432,7 +504,13 @@ fn reshapes_broadcasts_and_3d_tiles() {
 // ---- gather and scatter -----------------------------------------------------------------------------
 
 #[tile::kernel(R = [16], C = [64])]
-fn gather_rows<const R: usize, const C: usize>(ids: &Tensor<i32>, table: &Tensor<f32>, out: &mut Tensor<f32>, perm: &Tensor<i32>, moved: &mut Tensor<f32>) {
+fn gather_rows<const R: usize, const C: usize>(
+    ids: &Tensor<i32>,
+    table: &Tensor<f32>,
+    out: &mut Tensor<f32>,
+    perm: &Tensor<i32>,
+    moved: &mut Tensor<f32>,
+) {
     let b = block_id(0);
     let rows = ids.load([b], [R]).reshape([R, 1]);
     let cols = arange(C).reshape([1, C]);
@@ -458,7 +536,7 @@ fn gather_and_scatter_by_index_tiles() {
     let mut out = HostTensor::full(&[n, 64], f32::NAN);
     let mut moved = HostTensor::full(&[n], f32::NAN);
     gather_rows::cpu::<16, 64>(cdiv(n, 16), &ids, &table, &mut out, &perm, &mut moved).unwrap();
-    for i in 0..n {
+    for (i, &dest) in order.iter().enumerate() {
         let id = ids.at(&[i]) as usize;
         let mut sum = 0.0f64;
         for j in 0..c {
@@ -466,10 +544,12 @@ fn gather_and_scatter_by_index_tiles() {
             assert_eq!(out.at(&[i, j]), want);
             sum += want as f64;
         }
-        sum += -1.0 * (64 - c) as f64;
-        assert!((moved.at(&[order[i] as usize]) as f64 - sum).abs() < 1e-4);
+        sum -= (64 - c) as f64;
+        assert!((moved.at(&[dest as usize]) as f64 - sum).abs() < 1e-4);
     }
-    let Some(s) = gpu("gather_and_scatter_by_index_tiles") else { return };
+    let Some(s) = gpu("gather_and_scatter_by_index_tiles") else {
+        return;
+    };
     let mut od = s.full(&[n, 64], f32::NAN).unwrap();
     let mut md = s.full(&[n], f32::NAN).unwrap();
     gather_rows::launch::<16, 64>(

@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use std::sync::Arc;
-use tile::{bf16, f16, Device, HostTensor, Stream};
+use tile::{Device, HostTensor, Stream, bf16, f16};
 use tile_kernels::{elementwise, embedding, norm, softmax};
 
 fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
@@ -56,7 +56,9 @@ fn softmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad
 
 #[test]
 fn softmax_matches_cpu_reference() {
-    let Some((_, s)) = gpu("softmax_matches_cpu_reference") else { return };
+    let Some((_, s)) = gpu("softmax_matches_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(11);
     for (rows, cols) in ROWS.into_iter().chain([(4, 5000), (2, 8192), (2, 20000)]) {
         for pad in [0, 3] {
@@ -82,20 +84,37 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
     norm::layer_norm::launch::<T, 1024>(s, grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
     norm::layer_norm::cpu::<T, 1024>(grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
     let tol = T::TOL.max(1e-5);
-    assert_close(&format!("layer_norm {what}"), &values(&s.download(&yd).unwrap()), &values(&want), tol);
+    assert_close(
+        &format!("layer_norm {what}"),
+        &values(&s.download(&yd).unwrap()),
+        &values(&want),
+        tol,
+    );
     let reference = layer_norm_ref(&rounded::<T>(&x), &rounded::<T>(&w), &rounded::<T>(&b), cols, 1e-5);
-    assert_close(&format!("layer_norm {what}"), &values(&s.download(&yd).unwrap()), &reference, tol);
+    assert_close(
+        &format!("layer_norm {what}"),
+        &values(&s.download(&yd).unwrap()),
+        &reference,
+        tol,
+    );
 
     let mut want = poisoned::<T>(&[rows, cols]);
     let mut yd = s.upload(&want).unwrap();
     norm::rms_norm::launch::<T, 1024>(s, grid, &xd, &wd, &mut yd, 1e-5).unwrap();
     norm::rms_norm::cpu::<T, 1024>(grid, &xh, &wh, &mut want, 1e-5).unwrap();
-    assert_close(&format!("rms_norm {what}"), &values(&s.download(&yd).unwrap()), &values(&want), tol);
+    assert_close(
+        &format!("rms_norm {what}"),
+        &values(&s.download(&yd).unwrap()),
+        &values(&want),
+        tol,
+    );
 }
 
 #[test]
 fn layer_norm_and_rms_norm_match_cpu_reference() {
-    let Some((_, s)) = gpu("layer_norm_and_rms_norm_match_cpu_reference") else { return };
+    let Some((_, s)) = gpu("layer_norm_and_rms_norm_match_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(12);
     for (rows, cols) in ROWS {
         for pad in [0, 1] {
@@ -114,7 +133,12 @@ fn elementwise_case<T: Num>(s: &Stream, rng: &mut Rng, n: usize) {
     let grid = n.div_ceil(1024) as u32;
     let what = format!("{} n={n}", T::DTYPE);
     let check = |name: &str, got: &tile::Tensor<T>, want: &HostTensor<T>, tol: f64| {
-        assert_close(&format!("{name} {what}"), &values(&s.download(got).unwrap()), &values(want), tol);
+        assert_close(
+            &format!("{name} {what}"),
+            &values(&s.download(got).unwrap()),
+            &values(want),
+            tol,
+        );
     };
 
     let mut want = poisoned::<T>(&[n]);
@@ -145,7 +169,9 @@ fn elementwise_case<T: Num>(s: &Stream, rng: &mut Rng, n: usize) {
 
 #[test]
 fn elementwise_kernels_match_cpu_reference() {
-    let Some((_, s)) = gpu("elementwise_kernels_match_cpu_reference") else { return };
+    let Some((_, s)) = gpu("elementwise_kernels_match_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(13);
     for n in [1, 3, 1000, 1024, 4099, 100_003] {
         elementwise_case::<f32>(&s, &mut rng, n);
@@ -174,12 +200,19 @@ fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
     )
     .unwrap();
     embedding::embedding::cpu::<T, 256>(grid, &th, &wte, &wpe, &mut want, t as i32).unwrap();
-    assert_close(&format!("embedding {} c={c}", T::DTYPE), &values(&s.download(&out).unwrap()), &values(&want), 1e-7);
+    assert_close(
+        &format!("embedding {} c={c}", T::DTYPE),
+        &values(&s.download(&out).unwrap()),
+        &values(&want),
+        1e-7,
+    );
 }
 
 #[test]
 fn embedding_matches_cpu_reference() {
-    let Some((_, s)) = gpu("embedding_matches_cpu_reference") else { return };
+    let Some((_, s)) = gpu("embedding_matches_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(14);
     for c in [1, 100, 768, 771] {
         embedding_case::<f32>(&s, &mut rng, c);
@@ -189,11 +222,23 @@ fn embedding_matches_cpu_reference() {
 
 #[test]
 fn bad_arguments_are_typed_errors_not_launches() {
-    let Some((_, s)) = gpu("bad_arguments_are_typed_errors_not_launches") else { return };
+    let Some((_, s)) = gpu("bad_arguments_are_typed_errors_not_launches") else {
+        return;
+    };
     let x = s.zeros::<f32>(&[4]).unwrap();
     let mut y = s.zeros::<f32>(&[4]).unwrap();
     let e = softmax::softmax::launch::<f32, 32>(&s, 1, &x, &mut y).unwrap_err();
-    assert!(matches!(e, tile::Error::Rank { expected: 2, found: 1, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            tile::Error::Rank {
+                expected: 2,
+                found: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let x = s.zeros::<f32>(&[1, 4]).unwrap();
     let mut y = s.zeros::<f32>(&[1, 4]).unwrap();
     let e = softmax::softmax::launch::<f32, 32>(&s, 0, &x, &mut y).unwrap_err();

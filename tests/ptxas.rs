@@ -14,7 +14,11 @@ fn find_ptxas() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("PTXAS") {
         return Some(PathBuf::from(p));
     }
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+    if Command::new("ptxas")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         return Some(PathBuf::from("ptxas"));
     }
     let out = Command::new("python3")
@@ -85,7 +89,11 @@ fn every_kernel_variant_assembles_without_spills() {
     let listed = tile_kernels::kernels();
     let kernels = tile::registered_kernels();
     for k in listed {
-        assert!(kernels.iter().any(|r| std::ptr::eq(*r, k)), "{} is not in the registry", k.name);
+        assert!(
+            kernels.iter().any(|r| std::ptr::eq(*r, k)),
+            "{} is not in the registry",
+            k.name
+        );
     }
     let dir = std::env::temp_dir().join(format!("tile-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -1,7 +1,7 @@
 //! Shared test helpers: random inputs, f64 references, error measures.
 #![allow(dead_code)]
 
-use tile::{bf16, f16, Element, HostTensor};
+use tile::{Element, HostTensor, bf16, f16};
 
 /// A small deterministic generator (xorshift64*), seeded per test.
 pub struct Rng(u64);
@@ -147,7 +147,10 @@ pub fn rms_norm_ref(x: &[f64], w: &[f64], cols: usize, eps: f64) -> Vec<f64> {
         .flat_map(|row| {
             let ms = row.iter().map(|v| v * v).sum::<f64>() / cols as f64;
             let r = 1.0 / (ms + eps).sqrt();
-            row.iter().enumerate().map(move |(i, v)| v * r * w[i]).collect::<Vec<_>>()
+            row.iter()
+                .enumerate()
+                .map(move |(i, v)| v * r * w[i])
+                .collect::<Vec<_>>()
         })
         .collect()
 }

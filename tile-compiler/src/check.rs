@@ -5,7 +5,7 @@
 
 use crate::ast::{self, BinOp, Expr, Stmt, UnOp};
 use crate::dtype::{DType, Ty};
-use crate::error::{bail, Result};
+use crate::error::{Result, bail};
 use crate::ir::*;
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -22,6 +22,7 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
         blocks: vec![Vec::new()],
         scopes: vec![HashMap::new()],
         ranks: vec![None; kernel.params.len()],
+        dim_uses: Vec::new(),
     };
     for (name, v) in consts {
         cx.bind(name, Val::Weak(Weak::Int(*v)), false);
@@ -38,6 +39,18 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
     cx.scopes.push(HashMap::new());
     cx.stmts(&kernel.body)?;
 
+    for &(t, axis, span) in &cx.dim_uses {
+        if let Some(rank) = cx.ranks[t] {
+            if axis >= rank {
+                bail!(
+                    span,
+                    "axis {axis} is out of range for tensor `{}` of rank {rank}: axes count from 0 to {}",
+                    kernel.params[t].name,
+                    rank - 1
+                );
+            }
+        }
+    }
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         params.push(match &p.kind {
@@ -104,6 +117,8 @@ struct Checker<'k> {
     blocks: Vec<Vec<Op>>,
     scopes: Vec<HashMap<String, Binding>>,
     ranks: Vec<Option<usize>>,
+    /// `tensor.shape(axis)` uses, checked once every rank is known.
+    dim_uses: Vec<(usize, usize, Span)>,
 }
 
 fn pow2(n: usize) -> bool {
@@ -298,7 +313,10 @@ impl<'k> Checker<'k> {
     /// A list of compile-time tile dimensions, each a power of two.
     fn shape(&mut self, e: &Expr) -> Result<Vec<usize>> {
         let Expr::Array(items, span) = e else {
-            bail!(e.span(), "write a tile shape as a list of compile-time dimensions: `[64, BLOCK]`");
+            bail!(
+                e.span(),
+                "write a tile shape as a list of compile-time dimensions: `[64, BLOCK]`"
+            );
         };
         if items.is_empty() {
             bail!(*span, "a tile has at least one dimension");
@@ -474,12 +492,7 @@ impl<'k> Checker<'k> {
                 body,
                 span,
             } => self.for_loop(var.as_ref(), lo, hi, body, *span)?,
-            Stmt::If {
-                cond,
-                then,
-                els,
-                span,
-            } => self.if_stmt(cond, then, els, *span)?,
+            Stmt::If { cond, then, els, span } => self.if_stmt(cond, then, els, *span)?,
         }
         Ok(())
     }
@@ -773,7 +786,9 @@ impl<'k> Checker<'k> {
 
     fn cast(&mut self, v: Val, to: DType, span: Span) -> Result<Val> {
         match v {
-            Val::Weak(Weak::Int(i)) if to.is_int() || to.is_float() => Ok(Val::Value(self.constant(Weak::Int(i), to, span)?)),
+            Val::Weak(Weak::Int(i)) if to.is_int() || to.is_float() => {
+                Ok(Val::Value(self.constant(Weak::Int(i), to, span)?))
+            }
             Val::Weak(Weak::Float(x)) if to.is_float() => Ok(Val::Value(self.constant(Weak::Float(x), to, span)?)),
             Val::Weak(Weak::Float(x)) if to.is_int() => {
                 Ok(Val::Value(self.constant(Weak::Int(x.trunc() as i64), to, span)?))
@@ -786,7 +801,10 @@ impl<'k> Checker<'k> {
                 }
                 Ok(Val::Value(self.push(
                     OpKind::Cast(id),
-                    Some(Ty { dtype: to, shape: ty.shape }),
+                    Some(Ty {
+                        dtype: to,
+                        shape: ty.shape,
+                    }),
                     span,
                 )))
             }
@@ -1052,7 +1070,11 @@ impl<'k> Checker<'k> {
                         bail!(span, "the fill value is {} but the tile is {w}", ty.dtype);
                     }
                 }
-                Ok(Val::Value(self.push(OpKind::Splat(id), Some(Ty::tile(ty.dtype, shape)), span)))
+                Ok(Val::Value(self.push(
+                    OpKind::Splat(id),
+                    Some(Ty::tile(ty.dtype, shape)),
+                    span,
+                )))
             }
             "max" | "min" => {
                 Self::arg_count(args, 2, &name, &format!("{name}(a, b)"), span)?;
@@ -1087,8 +1109,7 @@ impl<'k> Checker<'k> {
                 let a = self.expr(&args[1])?;
                 let b = self.expr(&args[2])?;
                 let (ia, ib) = self.unify(a, b, span)?;
-                let shapes: Vec<Vec<usize>> =
-                    [c, ia, ib].iter().filter_map(|v| self.ty(*v).shape.clone()).collect();
+                let shapes: Vec<Vec<usize>> = [c, ia, ib].iter().filter_map(|v| self.ty(*v).shape.clone()).collect();
                 let (c, ia, ib) = match shapes.split_first() {
                     None => (c, ia, ib),
                     Some((first, rest)) => {
@@ -1163,7 +1184,10 @@ impl<'k> Checker<'k> {
                 bail!(span, "`.pad(value)` follows a load: `x.load(index, shape).pad(value)`");
             };
             if m != "load" && m != "gather" {
-                bail!(span, "`.pad(value)` follows a load: `x.load(index, shape).pad(value)` or `x.gather(indices).pad(value)`");
+                bail!(
+                    span,
+                    "`.pad(value)` follows a load: `x.load(index, shape).pad(value)` or `x.gather(indices).pad(value)`"
+                );
             }
             Self::arg_count(args, 1, "pad", "x.load(index, shape).pad(value)", span)?;
             let t = self.tensor_recv(inner, m == "load")?;
@@ -1183,12 +1207,15 @@ impl<'k> Checker<'k> {
                 "shape" => {
                     Self::arg_count(args, 1, "shape", "x.shape(axis)", span)?;
                     let a = self.const_int(&args[0], "the axis of `shape`")?;
-                    let rank = self.ranks[t];
-                    if a < 0 || rank.is_some_and(|r| a as usize >= r) {
-                        bail!(args[0].span(), "axis {a} is out of range for tensor `{}` (rank {})", self.kernel.params[t].name, rank.unwrap_or(0));
+                    if a < 0 {
+                        bail!(args[0].span(), "axes count from 0, not {a}");
                     }
+                    self.dim_uses.push((t, a as usize, args[0].span()));
                     Ok(Val::Value(self.push(
-                        OpKind::TensorDim { tensor: t, axis: a as usize },
+                        OpKind::TensorDim {
+                            tensor: t,
+                            axis: a as usize,
+                        },
                         Some(Ty::scalar(DType::I32)),
                         span,
                     )))
@@ -1216,7 +1243,10 @@ impl<'k> Checker<'k> {
                 let id = self.concrete(rv, None, recv.span())?;
                 let ty = self.ty(id).clone();
                 let Some(shape) = ty.shape.clone() else {
-                    bail!(span, "`.{name}(axis)` reduces a tile, but this is a {ty} scalar (for two values use `{name}(a, b)`)");
+                    bail!(
+                        span,
+                        "`.{name}(axis)` reduces a tile, but this is a {ty} scalar (for two values use `{name}(a, b)`)"
+                    );
                 };
                 let axis = self.axis(&args[0], shape.len())?;
                 if ty.dtype == DType::Bool {
@@ -1231,7 +1261,11 @@ impl<'k> Checker<'k> {
                 };
                 let mut rshape = shape;
                 rshape[axis] = 1;
-                let rd = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) { DType::I32 } else { ty.dtype };
+                let rd = if matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin) {
+                    DType::I32
+                } else {
+                    ty.dtype
+                };
                 Ok(Val::Value(self.push(
                     OpKind::Reduce { op, arg: id, axis },
                     Some(Ty::tile(rd, rshape)),
@@ -1254,13 +1288,23 @@ impl<'k> Checker<'k> {
                     return Ok(Val::Value(self.broadcast_to(id, &shape, span)?));
                 }
                 let Some(from) = ty.shape else {
-                    bail!(span, "`.reshape` takes a tile; make one from a scalar with `full(shape, x)`");
+                    bail!(
+                        span,
+                        "`.reshape` takes a tile; make one from a scalar with `full(shape, x)`"
+                    );
                 };
                 let (a, b): (usize, usize) = (from.iter().product(), shape.iter().product());
                 if a != b {
-                    bail!(span, "can't reshape {from:?} ({a} elements) to {shape:?} ({b} elements): reshape keeps the element count");
+                    bail!(
+                        span,
+                        "can't reshape {from:?} ({a} elements) to {shape:?} ({b} elements): reshape keeps the element count"
+                    );
                 }
-                Ok(Val::Value(self.push(OpKind::Reshape(id), Some(Ty::tile(ty.dtype, shape)), span)))
+                Ok(Val::Value(self.push(
+                    OpKind::Reshape(id),
+                    Some(Ty::tile(ty.dtype, shape)),
+                    span,
+                )))
             }
             "expand_dims" => {
                 Self::arg_count(args, 1, &name, "t.expand_dims(axis)", span)?;
@@ -1271,7 +1315,11 @@ impl<'k> Checker<'k> {
                 };
                 let a = self.axis(&args[0], shape.len() + 1)?;
                 shape.insert(a, 1);
-                Ok(Val::Value(self.push(OpKind::Reshape(id), Some(Ty::tile(ty.dtype, shape)), span)))
+                Ok(Val::Value(self.push(
+                    OpKind::Reshape(id),
+                    Some(Ty::tile(ty.dtype, shape)),
+                    span,
+                )))
             }
             "transpose" | "permute" => {
                 let id = self.concrete(rv, None, recv.span())?;
@@ -1282,7 +1330,11 @@ impl<'k> Checker<'k> {
                 let perm: Vec<usize> = if name == "transpose" {
                     Self::arg_count(args, 0, &name, "t.transpose()", span)?;
                     if shape.len() != 2 {
-                        bail!(span, "`.transpose()` swaps the two axes of a 2-D tile; use `.permute([..])` for rank {}", shape.len());
+                        bail!(
+                            span,
+                            "`.transpose()` swaps the two axes of a 2-D tile; use `.permute([..])` for rank {}",
+                            shape.len()
+                        );
                     }
                     vec![1, 0]
                 } else {
@@ -1297,7 +1349,11 @@ impl<'k> Checker<'k> {
                     let mut sorted = p.clone();
                     sorted.sort();
                     if sorted != (0..shape.len()).collect::<Vec<_>>() {
-                        bail!(args[0].span(), "`permute` takes each axis 0..{} exactly once", shape.len());
+                        bail!(
+                            args[0].span(),
+                            "`permute` takes each axis 0..{} exactly once",
+                            shape.len()
+                        );
                     }
                     p
                 };
@@ -1323,7 +1379,10 @@ impl<'k> Checker<'k> {
         let what = if load { "load" } else { "gather" };
         match self.expr(recv)? {
             Val::Tensor(t) => Ok(t),
-            _ => bail!(recv.span(), "`.{what}` is a tensor method: call it on a tensor parameter"),
+            _ => bail!(
+                recv.span(),
+                "`.{what}` is a tensor method: call it on a tensor parameter"
+            ),
         }
     }
 
@@ -1331,7 +1390,10 @@ impl<'k> Checker<'k> {
     /// broadcast shape together with `extra` (a scattered value).
     fn element_indices(&mut self, e: &Expr, extra: Option<ValueId>, what: &str) -> Result<(Vec<ValueId>, Vec<usize>)> {
         let Expr::Array(items, span) = e else {
-            bail!(e.span(), "write the element indices as a list, one integer tile per tensor dimension: `x.{what}([rows, cols])`");
+            bail!(
+                e.span(),
+                "write the element indices as a list, one integer tile per tensor dimension: `x.{what}([rows, cols])`"
+            );
         };
         let mut ids = Vec::new();
         for it in items {
@@ -1339,10 +1401,20 @@ impl<'k> Checker<'k> {
             let id = self.concrete(v, Some(DType::I32), it.span())?;
             let ty = self.ty(id).clone();
             if !ty.dtype.is_int() {
-                bail!(it.span(), "element indices are integer tiles or scalars (i32), found {ty}");
+                bail!(
+                    it.span(),
+                    "element indices are integer tiles or scalars (i32), found {ty}"
+                );
             }
             let id = if ty.dtype == DType::U32 {
-                self.push(OpKind::Cast(id), Some(Ty { dtype: DType::I32, shape: ty.shape }), it.span())
+                self.push(
+                    OpKind::Cast(id),
+                    Some(Ty {
+                        dtype: DType::I32,
+                        shape: ty.shape,
+                    }),
+                    it.span(),
+                )
             } else {
                 id
             };
@@ -1358,7 +1430,10 @@ impl<'k> Checker<'k> {
             }
         }
         let Some(shape) = shape else {
-            bail!(*span, "`{what}` needs at least one index tile (for one element use `.get([..])`)");
+            bail!(
+                *span,
+                "`{what}` needs at least one index tile (for one element use `.get([..])`)"
+            );
         };
         let ids = ids
             .into_iter()
@@ -1379,7 +1454,11 @@ impl<'k> Checker<'k> {
         let pad_span = pad.map(|e| e.span()).unwrap_or(span);
         let pad_id = self.concrete(pad_val, Some(dtype), pad_span)?;
         if *self.ty(pad_id) != Ty::scalar(dtype) {
-            bail!(pad_span, "the padding of a {dtype} tensor is a {dtype} scalar, found {}", self.ty(pad_id));
+            bail!(
+                pad_span,
+                "the padding of a {dtype} tensor is a {dtype} scalar, found {}",
+                self.ty(pad_id)
+            );
         }
         Ok(Val::Value(self.push(
             OpKind::Gather {
@@ -1415,7 +1494,15 @@ impl<'k> Checker<'k> {
         let (index, shape) = self.element_indices(&args[0], Some(value), "scatter")?;
         self.use_rank(t, index.len(), span)?;
         let value = self.broadcast_to(value, &shape, span)?;
-        self.push(OpKind::Scatter { tensor: t, index, value }, None, span);
+        self.push(
+            OpKind::Scatter {
+                tensor: t,
+                index,
+                value,
+            },
+            None,
+            span,
+        );
         Ok(Val::Unit)
     }
 
@@ -1441,7 +1528,10 @@ impl<'k> Checker<'k> {
         let pad_id = self.concrete(pad_val, Some(dtype), pad_span)?;
         let pty = self.ty(pad_id).clone();
         if pty != Ty::scalar(dtype) {
-            bail!(pad_span, "the padding of a {dtype} tensor is a {dtype} scalar, found {pty}");
+            bail!(
+                pad_span,
+                "the padding of a {dtype} tensor is a {dtype} scalar, found {pty}"
+            );
         }
         Ok(Val::Value(self.push(
             OpKind::Load {
@@ -1470,7 +1560,10 @@ impl<'k> Checker<'k> {
         let id = self.concrete(v, Some(dtype), args[1].span())?;
         let ty = self.ty(id).clone();
         let Some(shape) = &ty.shape else {
-            bail!(args[1].span(), "`store` writes a tile; make one from a scalar with `full([1], x)`");
+            bail!(
+                args[1].span(),
+                "`store` writes a tile; make one from a scalar with `full([1], x)`"
+            );
         };
         if ty.dtype != dtype {
             bail!(
@@ -1500,4 +1593,3 @@ impl<'k> Checker<'k> {
         Ok(Val::Unit)
     }
 }
-

@@ -206,7 +206,9 @@ fn op(func: &Func, op: &Op) -> TokenStream {
             body,
             yields,
         } => {
-            let carried: Vec<_> = (0..args.len()).map(|i| format_ident!("carried{}_{}", op.results[i], i)).collect();
+            let carried: Vec<_> = (0..args.len())
+                .map(|i| format_ident!("carried{}_{}", op.results[i], i))
+                .collect();
             let (lo, hi, var) = (v(*lo), v(*hi), v(*var));
             let inits = inits.iter().map(|x| v(*x));
             let args = args.iter().map(|x| v(*x));

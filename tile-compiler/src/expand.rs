@@ -94,7 +94,11 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             .iter()
             .map(|p| {
                 let n = &p.name;
-                let tensor = if host { quote!(::tile::HostTensor) } else { quote!(::tile::Tensor) };
+                let tensor = if host {
+                    quote!(::tile::HostTensor)
+                } else {
+                    quote!(::tile::Tensor)
+                };
                 match &p.kind {
                     ParamKind::Tensor { elem, mutable: false } => {
                         let t = elem_type(elem);
@@ -222,9 +226,8 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     let doc_launch = format!(
         "Launches `{name_str}` on `stream` over `grid` blocks. Checks ranks, sizes and alignment first and returns a typed error instead of launching with bad arguments."
     );
-    let doc_cpu = format!(
-        "Runs `{name_str}` on the CPU, block after block: the reference the GPU version is tested against."
-    );
+    let doc_cpu =
+        format!("Runs `{name_str}` on the CPU, block after block: the reference the GPU version is tested against.");
     quote! {
         #(#attrs)*
         #[allow(non_snake_case)]

@@ -120,35 +120,64 @@ pub enum OpKind {
     BlockId(usize),
     NumBlocks(usize),
     /// `tensor.shape(axis)`; `tensor` is a parameter index.
-    TensorDim { tensor: usize, axis: usize },
+    TensorDim {
+        tensor: usize,
+        axis: usize,
+    },
     Const(ConstVal),
     /// One element read by every thread: a block-uniform scalar (0 when out of bounds).
-    Get { tensor: usize, index: Vec<ValueId> },
+    Get {
+        tensor: usize,
+        index: Vec<ValueId>,
+    },
     /// A scalar repeated over the result's tile shape.
     Splat(ValueId),
     /// `0, 1, ..` over a 1-D tile.
     Arange,
     /// A tile at tile-grid `index` (element offset = index * shape), `pad` where out of bounds.
-    Load { tensor: usize, index: Vec<ValueId>, pad: ValueId },
+    Load {
+        tensor: usize,
+        index: Vec<ValueId>,
+        pad: ValueId,
+    },
     /// Writes the in-bounds elements of `value` at tile-grid `index`.
-    Store { tensor: usize, index: Vec<ValueId>, value: ValueId },
+    Store {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+    },
     /// Element `e` of the result is `tensor[index[0][e], index[1][e], ..]`
     /// (`pad` where out of bounds); index tiles have the result's shape.
-    Gather { tensor: usize, index: Vec<ValueId>, pad: ValueId },
+    Gather {
+        tensor: usize,
+        index: Vec<ValueId>,
+        pad: ValueId,
+    },
     /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
-    Scatter { tensor: usize, index: Vec<ValueId>, value: ValueId },
+    Scatter {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+    },
     Unary(UnaryOp, ValueId),
     Binary(BinaryOp, ValueId, ValueId),
     Select(ValueId, ValueId, ValueId),
     /// Conversion to the result's dtype.
     Cast(ValueId),
     /// Reduction along `axis`; the result keeps the axis with size 1.
-    Reduce { op: ReduceOp, arg: ValueId, axis: usize },
+    Reduce {
+        op: ReduceOp,
+        arg: ValueId,
+        axis: usize,
+    },
     /// Same elements in row-major order, another shape.
     Reshape(ValueId),
     /// Size-1 dimensions repeated to the result's shape (same rank).
     Broadcast(ValueId),
-    Permute { arg: ValueId, perm: Vec<usize> },
+    Permute {
+        arg: ValueId,
+        perm: Vec<usize>,
+    },
     /// Same tile, another layout; inserted by the layout pass.
     Convert(ValueId),
     /// `for var in lo..hi`, with loop-carried `args` initialised from `inits`
@@ -187,7 +216,9 @@ impl OpKind {
             }
             Binary(_, a, b) => vec![*a, *b],
             Select(c, a, b) => vec![*c, *a, *b],
-            For { lo, hi, inits, yields, .. } => [*lo, *hi]
+            For {
+                lo, hi, inits, yields, ..
+            } => [*lo, *hi]
                 .into_iter()
                 .chain(inits.iter().copied())
                 .chain(yields.iter().copied())
@@ -264,9 +295,7 @@ impl OpKind {
         match self {
             OpKind::For { body, .. } => vec![body],
             OpKind::If {
-                then_body,
-                else_body,
-                ..
+                then_body, else_body, ..
             } => vec![then_body, else_body],
             _ => vec![],
         }
@@ -276,9 +305,7 @@ impl OpKind {
         match self {
             OpKind::For { body, .. } => vec![body],
             OpKind::If {
-                then_body,
-                else_body,
-                ..
+                then_body, else_body, ..
             } => vec![then_body, else_body],
             _ => vec![],
         }

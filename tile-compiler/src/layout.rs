@@ -125,10 +125,11 @@ impl Layout {
         m
     }
 
-    /// The layout of a tile of shape `to` (same rank, each dimension equal or
-    /// 1) seen from this one: bits of the collapsed dimensions disappear.
-    /// This is both the layout of a reduction's result and the layout a value
-    /// must have to be broadcast into this one without moving data.
+    /// The layout of a tile of shape `to` (same rank, each dimension equal
+    /// or 1) seen from this one: bits of the collapsed dimensions disappear.
+    ///
+    /// This is both the layout of a reduction's result and the layout a
+    /// value must have to be broadcast into this one without moving data.
     pub fn project(&self, to: &[usize]) -> Layout {
         let gone = |b: &Bit| to[b.0] == 1 && self.shape[b.0] > 1;
         Layout {

@@ -94,7 +94,11 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     if let Some(h) = hint {
         return h;
     }
-    let max = func.tile_shapes().map(|s| s.iter().product::<usize>()).max().unwrap_or(1);
+    let max = func
+        .tile_shapes()
+        .map(|s| s.iter().product::<usize>())
+        .max()
+        .unwrap_or(1);
     let mut warps = (max / 512).clamp(1, 16);
     let rows = all_ops(&func.body)
         .iter()
@@ -116,7 +120,11 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
 
 fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> String {
     let t = kernel.types.iter().zip(types).map(|(p, d)| format!("{} = {d}", p.name));
-    let c = kernel.consts.iter().zip(values).map(|(p, v)| format!("{} = {v}", p.name));
+    let c = kernel
+        .consts
+        .iter()
+        .zip(values)
+        .map(|(p, v)| format!("{} = {v}", p.name));
     t.chain(c).collect::<Vec<_>>().join(", ")
 }
 
@@ -132,13 +140,20 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
             let in_variant = |e: Error| {
                 if generic {
-                    Error::new(e.span, format!("{} (building {})", e.message, describe(&kernel, &types, &values)))
+                    Error::new(
+                        e.span,
+                        format!("{} (building {})", e.message, describe(&kernel, &types, &values)),
+                    )
                 } else {
                     e
                 }
             };
-            let type_names: Vec<(String, dtype::DType)> =
-                kernel.types.iter().zip(&types).map(|(t, d)| (t.name.to_string(), *d)).collect();
+            let type_names: Vec<(String, dtype::DType)> = kernel
+                .types
+                .iter()
+                .zip(&types)
+                .map(|(t, d)| (t.name.to_string(), *d))
+                .collect();
             let names: Vec<(String, i64)> = kernel
                 .consts
                 .iter()

@@ -9,10 +9,10 @@
 //! conversions go through shared memory unless they only reorder registers.
 
 use crate::dtype::DType;
-use crate::error::{bail, Result};
+use crate::error::{Result, bail};
 use crate::ir::*;
-use crate::layout::{Bit, Layout, Layouts, LANE_BITS};
-use crate::ptx::{self, arith_type, f32_imm, EntryParam, RegClass, Regs};
+use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
+use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::HashMap;
 
 /// Static shared memory a kernel may declare.
@@ -52,14 +52,25 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
     l.ops(&func.body)?;
     if l.shared_bytes > MAX_SHARED_BYTES {
         bail!(
-            func.body.first().map(|o| o.span).unwrap_or_else(proc_macro2::Span::call_site),
+            func.body
+                .first()
+                .map(|o| o.span)
+                .unwrap_or_else(proc_macro2::Span::call_site),
             "kernel `{}` needs {} bytes of shared memory for its reductions and layout conversions, over the {} KiB limit: use smaller tiles",
             func.name,
             l.shared_bytes,
             MAX_SHARED_BYTES / 1024
         );
     }
-    let text = ptx::entry(entry_name, &params, threads, &l.regs, l.shared_bytes, &l.prologue, &l.code);
+    let text = ptx::entry(
+        entry_name,
+        &params,
+        threads,
+        &l.regs,
+        l.shared_bytes,
+        &l.prologue,
+        &l.code,
+    );
     Ok(Lowered {
         text,
         shared_bytes: l.shared_bytes,
@@ -76,6 +87,9 @@ struct TensorRegs {
 /// Per-dimension thread coordinate registers; `None` is a constant 0.
 type Coords = Vec<Option<String>>;
 
+/// What thread coordinates depend on: the lane and warp bits of a layout, and its rank.
+type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
+
 struct Lower<'a> {
     func: &'a Func,
     entry: String,
@@ -87,7 +101,7 @@ struct Lower<'a> {
     vals: HashMap<ValueId, Vec<String>>,
     tid: String,
     tensors: HashMap<usize, TensorRegs>,
-    thread_coords: HashMap<(Vec<Option<Bit>>, Vec<Option<Bit>>, usize), Coords>,
+    thread_coords: HashMap<ThreadBits, Coords>,
     repl_preds: HashMap<u32, String>,
     specials: HashMap<String, String>,
     shared_bytes: usize,
@@ -313,7 +327,7 @@ impl<'a> Lower<'a> {
         d
     }
 
-    fn to_f32(&mut self, r: &str, dtype: DType) -> String {
+    fn widen(&mut self, r: &str, dtype: DType) -> String {
         match dtype {
             DType::F16 | DType::BF16 => {
                 let f = self.reg(RegClass::F32);
@@ -324,7 +338,7 @@ impl<'a> Lower<'a> {
         }
     }
 
-    fn from_f32(&mut self, r: &str, dtype: DType) -> String {
+    fn narrow(&mut self, r: &str, dtype: DType) -> String {
         match dtype {
             DType::F16 | DType::BF16 => {
                 let h = self.reg(RegClass::B16);
@@ -353,7 +367,7 @@ impl<'a> Lower<'a> {
             (ConstVal::Float(x), d) => {
                 let f = self.reg(RegClass::F32);
                 self.emit(format!("mov.f32 {f}, {};", f32_imm(x)));
-                self.from_f32(&f, d)
+                self.narrow(&f, d)
             }
         }
     }
@@ -364,9 +378,9 @@ impl<'a> Lower<'a> {
 
     fn unary(&mut self, op: UnaryOp, dtype: DType, a: &str) -> String {
         if dtype.is_half() {
-            let x = self.to_f32(a, dtype);
+            let x = self.widen(a, dtype);
             let y = self.unary(op, DType::F32, &x);
-            return self.from_f32(&y, dtype);
+            return self.narrow(&y, dtype);
         }
         let class = RegClass::of(dtype);
         let d = self.reg(class);
@@ -430,10 +444,14 @@ impl<'a> Lower<'a> {
 
     fn binary(&mut self, op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
         if dtype.is_half() {
-            let x = self.to_f32(a, dtype);
-            let y = self.to_f32(b, dtype);
+            let x = self.widen(a, dtype);
+            let y = self.widen(b, dtype);
             let r = self.binary(op, DType::F32, &x, &y);
-            return if op.is_comparison() { r } else { self.from_f32(&r, dtype) };
+            return if op.is_comparison() {
+                r
+            } else {
+                self.narrow(&r, dtype)
+            };
         }
         let t = arith_type(dtype);
         if op.is_comparison() {
@@ -486,7 +504,11 @@ impl<'a> Lower<'a> {
 
     fn select(&mut self, dtype: DType, c: &str, a: &str, b: &str) -> String {
         if dtype == DType::Bool {
-            let (x, y, d) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+            let (x, y, d) = (
+                self.reg(RegClass::Pred),
+                self.reg(RegClass::Pred),
+                self.reg(RegClass::Pred),
+            );
             self.emit(format!("and.pred {x}, {c}, {a};"));
             self.emit(format!("not.pred {y}, {c};"));
             self.emit(format!("and.pred {y}, {y}, {b};"));
@@ -514,7 +536,7 @@ impl<'a> Lower<'a> {
             (_, Bool) => {
                 let p = self.reg(RegClass::Pred);
                 let cmp = if from.is_float() { "neu" } else { "ne" };
-                let x = self.to_f32(a, from);
+                let x = self.widen(a, from);
                 let t = if from.is_float() { "f32" } else { arith_type(from) };
                 let zero = if from.is_float() { "0f00000000" } else { "0" };
                 self.emit(format!("setp.{cmp}.{t} {p}, {x}, {zero};"));
@@ -522,12 +544,12 @@ impl<'a> Lower<'a> {
             }
             (I32, U32) | (U32, I32) => a.to_string(),
             (F16 | BF16, _) => {
-                let f = self.to_f32(a, from);
+                let f = self.widen(a, from);
                 self.cast(F32, to, &f)
             }
             (_, F16 | BF16) => {
                 let f = self.cast(from, F32, a);
-                self.from_f32(&f, to)
+                self.narrow(&f, to)
             }
             (F32, I32 | U32) => {
                 let d = self.reg(RegClass::B32);
@@ -704,7 +726,11 @@ impl<'a> Lower<'a> {
         let (a, pred) = self.element_address(t, coords);
         let class = RegClass::of(param.dtype);
         let d = self.copy(class, pad);
-        let ty = if param.dtype.is_half() { "b16" } else { arith_type(param.dtype) };
+        let ty = if param.dtype.is_half() {
+            "b16"
+        } else {
+            arith_type(param.dtype)
+        };
         let nc = if param.mutable { "" } else { ".nc" };
         self.emit(format!("@{pred} ld.global{nc}.{ty} {d}, [{a}];"));
         d
@@ -745,6 +771,20 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// `base + k` and whether it is below `dim`.
+    fn position(&mut self, base: &str, k: usize, dim: &str) -> (String, String) {
+        let pos = if k == 0 {
+            base.to_string()
+        } else {
+            let p = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {p}, {base}, {k};"));
+            p
+        };
+        let inb = self.reg(RegClass::Pred);
+        self.emit(format!("setp.lt.u32 {inb}, {pos}, {dim};"));
+        (pos, inb)
+    }
+
     /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
     fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
         let param = self.func.tensor(t).clone();
@@ -782,7 +822,11 @@ impl<'a> Lower<'a> {
         };
         // With a contiguous last dimension, its offsets are immediates.
         let strided_dims = if self.vectorized { rank - 1 } else { rank };
-        let owner = if store { self.owner_pred(l.replicated_mask()) } else { None };
+        let owner = if store {
+            self.owner_pred(l.replicated_mask())
+        } else {
+            None
+        };
 
         let mut dim_terms: HashMap<(usize, usize), (String, String)> = HashMap::new();
         let mut rows: HashMap<Vec<usize>, (String, Option<String>)> = HashMap::new();
@@ -791,26 +835,21 @@ impl<'a> Lower<'a> {
         for first in (0..l.num_regs()).step_by(width) {
             let c = l.reg_coord(first);
             let key: Vec<usize> = c[..strided_dims].to_vec();
-            if !rows.contains_key(&key) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = rows.entry(key.clone()) {
                 let mut off: Option<String> = None;
                 let mut pred: Option<String> = None;
                 for d in 0..strided_dims {
                     let k = c[d];
-                    if !dim_terms.contains_key(&(d, k)) {
-                        let pos = if k == 0 {
-                            base[d].clone()
-                        } else {
-                            let p = self.reg(RegClass::B32);
-                            self.emit(format!("add.s32 {p}, {}, {k};", base[d]));
-                            p
-                        };
-                        let inb = self.reg(RegClass::Pred);
-                        self.emit(format!("setp.lt.u32 {inb}, {pos}, {};", dims[d]));
-                        let o = self.reg(RegClass::B32);
-                        self.emit(format!("mul.lo.s32 {o}, {pos}, {};", strides[d]));
-                        dim_terms.insert((d, k), (o, inb));
-                    }
-                    let (o, inb) = dim_terms[&(d, k)].clone();
+                    let (o, inb) = match dim_terms.get(&(d, k)) {
+                        Some(t) => t.clone(),
+                        None => {
+                            let (pos, inb) = self.position(&base[d], k, &dims[d]);
+                            let o = self.reg(RegClass::B32);
+                            self.emit(format!("mul.lo.s32 {o}, {pos}, {};", strides[d]));
+                            dim_terms.insert((d, k), (o.clone(), inb.clone()));
+                            (o, inb)
+                        }
+                    };
                     off = Some(match off {
                         None => o,
                         Some(prev) => {
@@ -843,7 +882,7 @@ impl<'a> Lower<'a> {
                 };
                 let a = self.reg(RegClass::B64);
                 self.emit(format!("mad.wide.s32 {a}, {off}, {eb}, {ptr};"));
-                rows.insert(key.clone(), (a, pred));
+                slot.insert((a, pred));
             }
             let (a, row_pred) = rows[&key].clone();
             let mut preds: Vec<String> = row_pred.into_iter().collect();
@@ -851,19 +890,15 @@ impl<'a> Lower<'a> {
             if self.vectorized {
                 let k = c[rank - 1];
                 imm = k * eb;
-                if !last_preds.contains_key(&k) {
-                    let pos = if k == 0 {
-                        base[rank - 1].clone()
-                    } else {
-                        let p = self.reg(RegClass::B32);
-                        self.emit(format!("add.s32 {p}, {}, {k};", base[rank - 1]));
-                        p
-                    };
-                    let inb = self.reg(RegClass::Pred);
-                    self.emit(format!("setp.lt.u32 {inb}, {pos}, {};", dims[rank - 1]));
-                    last_preds.insert(k, inb);
-                }
-                preds.push(last_preds[&k].clone());
+                let inb = match last_preds.get(&k) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let (_, inb) = self.position(&base[rank - 1], k, &dims[rank - 1]);
+                        last_preds.insert(k, inb.clone());
+                        inb
+                    }
+                };
+                preds.push(inb);
             }
             preds.extend(owner.clone());
             let mut pred = preds[0].clone();
@@ -997,7 +1032,11 @@ impl<'a> Lower<'a> {
         let owner = self.owner_pred(la.replicated_mask());
         self.emit("bar.sync 0;");
         for (r, v) in src.iter().enumerate() {
-            let v = if dtype == DType::Bool { self.cast(DType::Bool, DType::U32, v) } else { v.clone() };
+            let v = if dtype == DType::Bool {
+                self.cast(DType::Bool, DType::U32, v)
+            } else {
+                v.clone()
+            };
             let imm = flat(&la.reg_coord(r), &la.shape) * bytes;
             let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
             self.emit(format!("{guard}st.shared.{ty} {}, {v};", addr(&wbase, imm)));
@@ -1033,7 +1072,11 @@ impl<'a> Lower<'a> {
     /// or equal with a smaller index.
     fn combine_arg(&mut self, op: ReduceOp, a: (&str, &str), b: (&str, &str)) -> (String, String) {
         let cmp = if op == ReduceOp::ArgMax { "gt" } else { "lt" };
-        let (p, q, s) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+        let (p, q, s) = (
+            self.reg(RegClass::Pred),
+            self.reg(RegClass::Pred),
+            self.reg(RegClass::Pred),
+        );
         self.emit(format!("setp.{cmp}.f32 {p}, {}, {};", b.0, a.0));
         self.emit(format!("setp.eq.f32 {q}, {}, {};", b.0, a.0));
         self.emit(format!("setp.lt.s32 {s}, {}, {};", b.1, a.1));
@@ -1050,7 +1093,11 @@ impl<'a> Lower<'a> {
         let in_dtype = self.dtype(arg);
         let is_arg = matches!(op, ReduceOp::ArgMax | ReduceOp::ArgMin);
         // Floats reduce in f32; arg-reductions compare as f32 too.
-        let acc_dtype = if in_dtype.is_float() || is_arg { DType::F32 } else { in_dtype };
+        let acc_dtype = if in_dtype.is_float() || is_arg {
+            DType::F32
+        } else {
+            in_dtype
+        };
         let src: Vec<String> = self
             .regs_of(arg)
             .iter()
@@ -1159,7 +1206,11 @@ impl<'a> Lower<'a> {
                 let imm = flat(&lr.reg_coord(q), &lr.shape) * 4;
                 self.emit(format!("{guard}st.shared.{vty} {}, {};", addr(&wbase, imm), vals[q]));
                 if is_arg {
-                    self.emit(format!("{guard}st.shared.b32 {}, {};", addr(&wbase, imm + region), idxs[q]));
+                    self.emit(format!(
+                        "{guard}st.shared.b32 {}, {};",
+                        addr(&wbase, imm + region),
+                        idxs[q]
+                    ));
                 }
             }
             self.emit("bar.sync 0;");
@@ -1265,7 +1316,11 @@ impl<'a> Lower<'a> {
             .iter()
             .map(|&r| {
                 let class = self.classes(r);
-                let n = if self.func.values[r].is_scalar() { 1 } else { self.layout(r).num_regs() };
+                let n = if self.func.values[r].is_scalar() {
+                    1
+                } else {
+                    self.layout(r).num_regs()
+                };
                 (class, (0..n).map(|_| self.reg(class)).collect())
             })
             .collect();

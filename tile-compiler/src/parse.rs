@@ -4,7 +4,7 @@
 
 use crate::ast::*;
 use crate::dtype::DType;
-use crate::error::{bail, Error, Result};
+use crate::error::{Error, Result, bail};
 use proc_macro2::TokenStream;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
@@ -12,19 +12,18 @@ use syn::{Expr as SynExpr, Token};
 
 /// Parses `#[tile::kernel(ATTR)]` and its `fn` item into a [`Kernel`].
 pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
-    let func: syn::ItemFn = syn::parse2(item).map_err(|e| {
-        Error::new(
-            e.span(),
-            format!("#[tile::kernel] goes on a `fn` item: {e}"),
-        )
-    })?;
+    let func: syn::ItemFn =
+        syn::parse2(item).map_err(|e| Error::new(e.span(), format!("#[tile::kernel] goes on a `fn` item: {e}")))?;
     let (lists, num_warps) = parse_attr(attr)?;
     let sig = &func.sig;
     if let Some(a) = &sig.asyncness {
         bail!(a.span(), "a tile kernel can't be `async`");
     }
     if let Some(u) = &sig.unsafety {
-        bail!(u.span(), "a tile kernel can't be `unsafe`: the compiler checks every memory access");
+        bail!(
+            u.span(),
+            "a tile kernel can't be `unsafe`: the compiler checks every memory access"
+        );
     }
     if let syn::ReturnType::Type(_, ty) = &sig.output {
         bail!(
@@ -43,7 +42,11 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
             syn::GenericParam::Const(c) => {
                 let ty_ok = matches!(&c.ty, syn::Type::Path(p) if p.path.is_ident("usize"));
                 if !ty_ok {
-                    bail!(c.ty.span(), "const parameters of a kernel are `usize`: write `const {}: usize`", c.ident);
+                    bail!(
+                        c.ty.span(),
+                        "const parameters of a kernel are `usize`: write `const {}: usize`",
+                        c.ident
+                    );
                 }
                 let Some((_, items)) = lists.iter().find(|(n, _)| *n == c.ident) else {
                     bail!(
@@ -55,7 +58,13 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
                 let mut values = Vec::new();
                 for e in items {
                     let v = int_lit(e).map_err(|_| {
-                        Error::new(e.span(), format!("`{}` is a const parameter: list integers, e.g. `{} = [64, 128]`", c.ident, c.ident))
+                        Error::new(
+                            e.span(),
+                            format!(
+                                "`{}` is a const parameter: list integers, e.g. `{} = [64, 128]`",
+                                c.ident, c.ident
+                            ),
+                        )
                     })?;
                     if v < 0 {
                         bail!(e.span(), "`{}` is a usize: {v} is not a valid value", c.ident);
@@ -69,7 +78,10 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
             }
             syn::GenericParam::Type(t) => {
                 if let Some(d) = &t.default {
-                    bail!(d.span(), "type parameters of a kernel take no default: list their types in the attribute");
+                    bail!(
+                        d.span(),
+                        "type parameters of a kernel take no default: list their types in the attribute"
+                    );
                 }
                 let Some((_, items)) = lists.iter().find(|(n, _)| *n == t.ident) else {
                     bail!(
@@ -98,10 +110,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
                     dtypes,
                 });
             }
-            syn::GenericParam::Lifetime(l) => bail!(
-                l.span(),
-                "a tile kernel takes no lifetime parameters"
-            ),
+            syn::GenericParam::Lifetime(l) => bail!(l.span(), "a tile kernel takes no lifetime parameters"),
         }
     }
     for (name, _) in &lists {
@@ -122,7 +131,10 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
             bail!(pt.pat.span(), "kernel parameters are plain names (`x: &Tensor<f32>`)");
         };
         if let Some(m) = &pi.mutability {
-            bail!(m.span(), "kernel parameters can't be `mut`: rebind with `let mut` in the body");
+            bail!(
+                m.span(),
+                "kernel parameters can't be `mut`: rebind with `let mut` in the body"
+            );
         }
         let kind = param_kind(&pt.ty, &types)?;
         if params.iter().any(|p: &Param| p.name == pi.ident) {
@@ -168,7 +180,10 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
         if name == "num_warps" {
             let n = int_lit(&m.value)?;
             if !(1..=32).contains(&n) || (n as u64).count_ones() != 1 {
-                bail!(m.value.span(), "num_warps must be a power of two from 1 to 32 (a block has at most 1024 threads)");
+                bail!(
+                    m.value.span(),
+                    "num_warps must be a power of two from 1 to 32 (a block has at most 1024 threads)"
+                );
             }
             num_warps = Some(n as u32);
             continue;
@@ -187,7 +202,10 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
         }
         let items: Vec<SynExpr> = arr.elems.iter().cloned().collect();
         for (i, e) in items.iter().enumerate() {
-            if items[..i].iter().any(|p| quote::quote!(#p).to_string() == quote::quote!(#e).to_string()) {
+            if items[..i]
+                .iter()
+                .any(|p| quote::quote!(#p).to_string() == quote::quote!(#e).to_string())
+            {
                 bail!(e.span(), "this value of `{name}` is listed twice");
             }
         }
@@ -198,8 +216,7 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
 
 fn int_lit(e: &SynExpr) -> Result<i64> {
     if let SynExpr::Lit(syn::ExprLit {
-        lit: syn::Lit::Int(i),
-        ..
+        lit: syn::Lit::Int(i), ..
     }) = e
     {
         return i.base10_parse::<i64>().map_err(Error::from);
@@ -299,7 +316,10 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
                     };
                     (pi.ident.clone(), pi.mutability.is_some(), Some((*pt.ty).clone()))
                 }
-                syn::Pat::Tuple(t) => bail!(t.span(), "destructuring is not part of the DSL: bind one name per `let`"),
+                syn::Pat::Tuple(t) => bail!(
+                    t.span(),
+                    "destructuring is not part of the DSL: bind one name per `let`"
+                ),
                 p => bail!(p.span(), "bind one name per `let`"),
             };
             if let Some(pi) = match &local.pat {
@@ -307,11 +327,17 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
                 _ => None,
             } {
                 if let Some(r) = &pi.by_ref {
-                    bail!(r.span(), "references into tiles don't exist: tiles are values; bind them by name");
+                    bail!(
+                        r.span(),
+                        "references into tiles don't exist: tiles are values; bind them by name"
+                    );
                 }
             }
             let Some(init) = &local.init else {
-                bail!(local.span(), "a `let` needs a value: tiles are immutable values, so declare them where they are computed");
+                bail!(
+                    local.span(),
+                    "a `let` needs a value: tiles are immutable values, so declare them where they are computed"
+                );
             };
             if let Some((else_tok, _)) = &init.diverge {
                 bail!(else_tok.span(), "`let .. else` is not part of the DSL");
@@ -371,10 +397,16 @@ fn parse_expr_stmt(e: &SynExpr, out: &mut Vec<Stmt>) -> Result<()> {
                 p => bail!(p.span(), "the loop variable is a plain name: `for i in lo..hi`"),
             };
             let SynExpr::Range(r) = &*f.expr else {
-                bail!(f.expr.span(), "`for` loops run over a range of block-uniform integers: `for i in lo..hi`");
+                bail!(
+                    f.expr.span(),
+                    "`for` loops run over a range of block-uniform integers: `for i in lo..hi`"
+                );
             };
             if matches!(r.limits, syn::RangeLimits::Closed(_)) {
-                bail!(r.span(), "write the range half-open: `lo..hi` (use `lo..hi + 1` for an inclusive end)");
+                bail!(
+                    r.span(),
+                    "write the range half-open: `lo..hi` (use `lo..hi + 1` for an inclusive end)"
+                );
             }
             let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
                 bail!(r.span(), "a loop range needs both ends: `lo..hi`");
@@ -398,7 +430,10 @@ fn parse_expr_stmt(e: &SynExpr, out: &mut Vec<Stmt>) -> Result<()> {
         ),
         SynExpr::Block(b) => {
             // A nested block: flatten it; its names are scoped like Rust's by `check`.
-            bail!(b.span(), "nested blocks are not part of the DSL: write the statements directly")
+            bail!(
+                b.span(),
+                "nested blocks are not part of the DSL: write the statements directly"
+            )
         }
         other => out.push(Stmt::Expr(parse_expr(other)?)),
     }
@@ -407,7 +442,10 @@ fn parse_expr_stmt(e: &SynExpr, out: &mut Vec<Stmt>) -> Result<()> {
 
 fn parse_if(i: &syn::ExprIf) -> Result<Stmt> {
     if let SynExpr::Let(l) = &*i.cond {
-        bail!(l.span(), "`if let` is not part of the DSL: conditions are block-uniform booleans");
+        bail!(
+            l.span(),
+            "`if let` is not part of the DSL: conditions are block-uniform booleans"
+        );
     }
     let cond = parse_expr(&i.cond)?;
     let then = parse_block(&i.then_branch)?;
@@ -501,7 +539,10 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
                         Some(DType::F32) => {
                             return Ok(Expr::Float(i.base10_parse::<i64>()? as f64, Some(DType::F32), span));
                         }
-                        _ => bail!(span, "integer literals in a kernel are i32 or u32 (suffix `{suffix}` is not supported)"),
+                        _ => bail!(
+                            span,
+                            "integer literals in a kernel are i32 or u32 (suffix `{suffix}` is not supported)"
+                        ),
                     }
                 };
                 let v: i64 = i.base10_parse()?;
@@ -512,7 +553,10 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
                 let dtype = match suffix {
                     "" => None,
                     "f32" => Some(DType::F32),
-                    _ => bail!(span, "float literals in a kernel are f32 (cast tiles to f16/bf16 with `.cast::<bf16>()`)"),
+                    _ => bail!(
+                        span,
+                        "float literals in a kernel are f32 (cast tiles to f16/bf16 with `.cast::<bf16>()`)"
+                    ),
                 };
                 Expr::Float(f.base10_parse()?, dtype, span)
             }
@@ -532,7 +576,10 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
         }
         SynExpr::Binary(b) => {
             if compound_op(&b.op).is_some() {
-                bail!(span, "compound assignment is a statement: write `x += y;` on its own line");
+                bail!(
+                    span,
+                    "compound assignment is a statement: write `x += y;` on its own line"
+                );
             }
             Expr::Binary(
                 bin_op(&b.op)?,
@@ -545,7 +592,10 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
             let op = match u.op {
                 syn::UnOp::Neg(_) => UnOp::Neg,
                 syn::UnOp::Not(_) => UnOp::Not,
-                syn::UnOp::Deref(_) => bail!(span, "dereferencing is not part of the DSL: tiles and scalars are values"),
+                syn::UnOp::Deref(_) => bail!(
+                    span,
+                    "dereferencing is not part of the DSL: tiles and scalars are values"
+                ),
                 _ => bail!(span, "unsupported unary operator"),
             };
             Expr::Unary(op, Box::new(parse_expr(&u.expr)?), span)
@@ -584,10 +634,7 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
             args: m.args.iter().map(parse_expr).collect::<Result<_>>()?,
             span: m.method.span(),
         },
-        SynExpr::Array(a) => Expr::Array(
-            a.elems.iter().map(parse_expr).collect::<Result<_>>()?,
-            span,
-        ),
+        SynExpr::Array(a) => Expr::Array(a.elems.iter().map(parse_expr).collect::<Result<_>>()?, span),
         SynExpr::Cast(c) => Expr::Cast(Box::new(parse_expr(&c.expr)?), (*c.ty).clone(), c.as_token.span()),
         SynExpr::Closure(c) => bail!(
             c.or1_token.span(),
@@ -617,19 +664,37 @@ fn parse_expr(e: &SynExpr) -> Result<Expr> {
             m.span(),
             "macros can't be used inside a kernel: the kernel body is read by #[tile::kernel], not compiled as Rust"
         ),
-        SynExpr::Return(r) => bail!(r.span(), "a tile kernel returns nothing: write results with `.store(..)`"),
+        SynExpr::Return(r) => bail!(
+            r.span(),
+            "a tile kernel returns nothing: write results with `.store(..)`"
+        ),
         SynExpr::Break(b) => bail!(b.span(), "`break` is not part of the DSL: loops run their whole range"),
-        SynExpr::Continue(c) => bail!(c.span(), "`continue` is not part of the DSL: guard the body with `if` instead"),
-        SynExpr::Field(f) => bail!(f.span(), "fields are not part of the DSL: tensors and tiles expose methods, e.g. `x.shape(0)`"),
-        SynExpr::Tuple(t) => bail!(t.span(), "tuples are not part of the DSL: use one `let` per value; indices and shapes are written `[a, b]`"),
+        SynExpr::Continue(c) => bail!(
+            c.span(),
+            "`continue` is not part of the DSL: guard the body with `if` instead"
+        ),
+        SynExpr::Field(f) => bail!(
+            f.span(),
+            "fields are not part of the DSL: tensors and tiles expose methods, e.g. `x.shape(0)`"
+        ),
+        SynExpr::Tuple(t) => bail!(
+            t.span(),
+            "tuples are not part of the DSL: use one `let` per value; indices and shapes are written `[a, b]`"
+        ),
         SynExpr::Range(r) => bail!(r.span(), "ranges appear only in `for i in lo..hi`"),
         SynExpr::Block(b) => bail!(b.span(), "block expressions are not part of the DSL"),
         SynExpr::Struct(s) => bail!(s.span(), "struct literals are not part of the DSL"),
-        SynExpr::Repeat(r) => bail!(r.span(), "array repeat expressions are not part of the DSL: use `full(shape, value)`"),
+        SynExpr::Repeat(r) => bail!(
+            r.span(),
+            "array repeat expressions are not part of the DSL: use `full(shape, value)`"
+        ),
         SynExpr::Async(a) => bail!(a.span(), "`async` is not part of the DSL"),
         SynExpr::Await(a) => bail!(a.span(), "`.await` is not part of the DSL"),
         SynExpr::Try(t) => bail!(t.span(), "`?` is not part of the DSL"),
-        SynExpr::Assign(a) => bail!(a.span(), "assignment is a statement: write `x = value;` on its own line"),
+        SynExpr::Assign(a) => bail!(
+            a.span(),
+            "assignment is a statement: write `x = value;` on its own line"
+        ),
         other => bail!(other.span(), "this Rust expression is not part of the tile DSL"),
     })
 }

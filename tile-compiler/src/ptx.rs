@@ -65,7 +65,13 @@ pub enum RegClass {
 }
 
 impl RegClass {
-    pub const ALL: [RegClass; 5] = [RegClass::Pred, RegClass::B16, RegClass::B32, RegClass::F32, RegClass::B64];
+    pub const ALL: [RegClass; 5] = [
+        RegClass::Pred,
+        RegClass::B16,
+        RegClass::B32,
+        RegClass::F32,
+        RegClass::B64,
+    ];
 
     pub fn of(dtype: DType) -> RegClass {
         match dtype {
@@ -156,7 +162,10 @@ pub fn entry(
 ) -> String {
     let mut s = String::new();
     writeln!(s, ".visible .entry {name}(").expect("write");
-    let ps: Vec<String> = params.iter().map(|p| format!("\t.param .{} {}", p.ty, p.name)).collect();
+    let ps: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .{} {}", p.ty, p.name))
+        .collect();
     writeln!(s, "{}\n)", ps.join(",\n")).expect("write");
     writeln!(s, ".maxntid {threads}, 1, 1\n{{").expect("write");
     s.push_str(&regs.declarations());

@@ -87,12 +87,7 @@ fn fold_cast(c: ConstVal, to: DType) -> Option<ConstVal> {
 }
 
 /// Replaces pure ops equal to an earlier, dominating op by that op's result.
-fn cse(
-    func: &Func,
-    ops: &mut Vec<Op>,
-    seen: &mut HashMap<String, ValueId>,
-    rename: &mut HashMap<ValueId, ValueId>,
-) {
+fn cse(func: &Func, ops: &mut Vec<Op>, seen: &mut HashMap<String, ValueId>, rename: &mut HashMap<ValueId, ValueId>) {
     let mut kept = Vec::with_capacity(ops.len());
     for mut op in ops.drain(..) {
         op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
@@ -103,7 +98,10 @@ fn cse(
         // Yields are read after the bodies were rewritten: rename them again.
         op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
         // Memory reads are not merged: a store between two equal loads changes what they read.
-        let reads_memory = matches!(op.kind, OpKind::Load { .. } | OpKind::Get { .. } | OpKind::Gather { .. });
+        let reads_memory = matches!(
+            op.kind,
+            OpKind::Load { .. } | OpKind::Get { .. } | OpKind::Gather { .. }
+        );
         if op.kind.is_pure() && !reads_memory && op.results.len() == 1 {
             let r = op.results[0];
             let key = format!("{:?}|{}", op.kind, func.values[r]);
@@ -148,9 +146,7 @@ fn sweep(ops: &mut Vec<Op>, used: &HashSet<ValueId>) -> bool {
             OpKind::Store { .. } | OpKind::Scatter { .. } => true,
             OpKind::For { body, .. } => any_used || has_effects(body),
             OpKind::If {
-                then_body,
-                else_body,
-                ..
+                then_body, else_body, ..
             } => any_used || has_effects(then_body) || has_effects(else_body),
             _ => any_used,
         }

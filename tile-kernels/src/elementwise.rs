@@ -1,7 +1,6 @@
 //! Element-wise kernels over 1-D tensors: one `BLOCK`-element tile per block,
 //! so launch `cdiv(len, BLOCK)` blocks.
 
-
 /// `out = x + y`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 4096])]
 pub fn add<T, const BLOCK: usize>(x: &Tensor<T>, y: &Tensor<T>, out: &mut Tensor<T>) {

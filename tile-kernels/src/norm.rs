@@ -4,7 +4,13 @@
 
 /// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
-pub fn layer_norm<T, const BLOCK: usize>(x: &Tensor<T>, weight: &Tensor<T>, bias: &Tensor<T>, y: &mut Tensor<T>, eps: f32) {
+pub fn layer_norm<T, const BLOCK: usize>(
+    x: &Tensor<T>,
+    weight: &Tensor<T>,
+    bias: &Tensor<T>,
+    y: &mut Tensor<T>,
+    eps: f32,
+) {
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
     let n = x.shape(1) as f32;

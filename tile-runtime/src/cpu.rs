@@ -4,8 +4,8 @@
 //! out-of-bounds loads, dropped out-of-bounds stores). Math functions are
 //! the exact ones, so the GPU's approximations are measured against them.
 
-use crate::host::HostTensor;
 use crate::Element;
+use crate::host::HostTensor;
 
 /// A tile: a shape and its elements in row-major order.
 #[derive(Clone, Debug, PartialEq)]
@@ -114,7 +114,10 @@ pub fn map<T: Copy, U>(a: &Tile<T>, f: impl Fn(T) -> U) -> Tile<U> {
 }
 
 pub fn zip<T: Copy, U>(a: &Tile<T>, b: &Tile<T>, f: impl Fn(T, T) -> U) -> Tile<U> {
-    assert_eq!(a.shape, b.shape, "element-wise operands have one shape after broadcasting");
+    assert_eq!(
+        a.shape, b.shape,
+        "element-wise operands have one shape after broadcasting"
+    );
     Tile {
         shape: a.shape.clone(),
         data: a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect(),
@@ -122,7 +125,10 @@ pub fn zip<T: Copy, U>(a: &Tile<T>, b: &Tile<T>, f: impl Fn(T, T) -> U) -> Tile<
 }
 
 pub fn zip3<C: Copy, T: Copy>(c: &Tile<C>, a: &Tile<T>, b: &Tile<T>, f: impl Fn(C, T, T) -> T) -> Tile<T> {
-    assert!(c.shape == a.shape && a.shape == b.shape, "select operands have one shape");
+    assert!(
+        c.shape == a.shape && a.shape == b.shape,
+        "select operands have one shape"
+    );
     Tile {
         shape: a.shape.clone(),
         data: (0..a.data.len()).map(|i| f(c.data[i], a.data[i], b.data[i])).collect(),
@@ -141,7 +147,9 @@ pub fn broadcast<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
     let src = strides(&a.shape);
     let mut data = Vec::with_capacity(shape.iter().product());
     for_each_coord(shape, |c| {
-        let o: usize = (0..shape.len()).map(|d| if a.shape[d] == 1 { 0 } else { c[d] * src[d] }).sum();
+        let o: usize = (0..shape.len())
+            .map(|d| if a.shape[d] == 1 { 0 } else { c[d] * src[d] })
+            .sum();
         data.push(a.data[o]);
     });
     Tile {
@@ -313,7 +321,11 @@ pub mod ops {
                 }
                 #[allow(unused_comparisons)]
                 fn abs(self) -> Self {
-                    if self < 0 { (0 as $t).wrapping_sub(self) } else { self }
+                    if self < 0 {
+                        (0 as $t).wrapping_sub(self)
+                    } else {
+                        self
+                    }
                 }
             }
         };

@@ -148,7 +148,9 @@ impl Stream {
 
     /// Waits for everything queued on the stream.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.synchronize().map_err(|e| Error::driver("cuStreamSynchronize", e))
+        self.inner
+            .synchronize()
+            .map_err(|e| Error::driver("cuStreamSynchronize", e))
     }
 
     /// Records an event: the point in the stream reached when it completes.
@@ -169,7 +171,12 @@ pub struct Event(cudarc::driver::CudaEvent);
 impl Event {
     /// Milliseconds of GPU time from `self` to `later` (waits for `later`).
     pub fn elapsed_ms(&self, later: &Event) -> Result<f32> {
-        later.0.synchronize().map_err(|e| Error::driver("cuEventSynchronize", e))?;
-        self.0.elapsed_ms(&later.0).map_err(|e| Error::driver("cuEventElapsedTime", e))
+        later
+            .0
+            .synchronize()
+            .map_err(|e| Error::driver("cuEventSynchronize", e))?;
+        self.0
+            .elapsed_ms(&later.0)
+            .map_err(|e| Error::driver("cuEventElapsedTime", e))
     }
 }

@@ -38,7 +38,9 @@ impl fmt::Display for DType {
 }
 
 /// A type tensors can hold.
-pub trait Element: Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static + cudarc::driver::DeviceRepr {
+pub trait Element:
+    Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static + cudarc::driver::DeviceRepr
+{
     const DTYPE: DType;
 }
 

@@ -25,7 +25,11 @@ pub enum Error {
     /// Data length, shape or strides that don't fit together.
     Shape(String),
     /// A tensor whose elements can't be addressed with 32-bit offsets.
-    TooLarge { kernel: &'static str, param: &'static str, max_offset: u64 },
+    TooLarge {
+        kernel: &'static str,
+        param: &'static str,
+        max_offset: u64,
+    },
     /// A launch grid the GPU can't run.
     Grid { kernel: &'static str, reason: String },
     /// Const values that no compiled variant has.
@@ -43,7 +47,10 @@ impl fmt::Display for Error {
             ),
             Error::NoDevice => write!(f, "the NVIDIA driver reports no CUDA device"),
             Error::DeviceIndex { index, count } => {
-                write!(f, "device {index} does not exist: this machine has {count} CUDA device(s)")
+                write!(
+                    f,
+                    "device {index} does not exist: this machine has {count} CUDA device(s)"
+                )
             }
             Error::UnsupportedDevice { name, major, minor } => write!(
                 f,

@@ -67,8 +67,7 @@ fn check_tensor(kernel: &KernelSpec, param: &ParamSpec, shape: &[usize], strides
         });
     }
     let max_offset = crate::host::span(shape, strides) as u64;
-    let too_big = max_offset > i32::MAX as u64
-        || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
+    let too_big = max_offset > i32::MAX as u64 || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
     if too_big {
         return Err(Error::TooLarge {
             kernel: kernel.name,
@@ -101,10 +100,7 @@ pub fn check_cpu_args(kernel: &'static KernelSpec, shapes: &[Option<&[usize]>], 
 fn allows_vectors(dtype: crate::DType, shape: &[usize], strides: &[usize], ptr: u64) -> bool {
     let v = 16 / dtype.bytes();
     let last = shape.len() - 1;
-    ptr % 16 == 0
-        && strides[last] == 1
-        && shape[last] % v == 0
-        && strides[..last].iter().all(|s| s % v == 0)
+    ptr % 16 == 0 && strides[last] == 1 && shape[last] % v == 0 && strides[..last].iter().all(|s| s % v == 0)
 }
 
 enum Raw {
@@ -164,10 +160,12 @@ pub fn launch(
             Arg::U32(x) => raws.push(Raw::U32(*x)),
         }
     }
-    let variant = kernel.variant(types, consts, vectorized).ok_or_else(|| Error::NotBuilt {
-        kernel: kernel.name,
-        consts: consts.to_vec(),
-    })?;
+    let variant = kernel
+        .variant(types, consts, vectorized)
+        .ok_or_else(|| Error::NotBuilt {
+            kernel: kernel.name,
+            consts: consts.to_vec(),
+        })?;
     let func = stream.device().function(kernel, variant)?;
     let mut builder = cuda.launch_builder(&func);
     for r in &raws {

@@ -22,13 +22,13 @@ pub mod testing;
 mod retype;
 pub use retype::{retype, retype_mut};
 
-pub use device::{device_count, driver_present, Device, Event, Stream};
+pub use device::{Device, Event, Stream, device_count, driver_present};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use grid::Grid;
-pub use host::{contiguous_strides, HostTensor};
-pub use launch::{check_cpu_args, launch, Arg};
-pub use spec::{registered_kernels, KernelRef, KernelSpec, ParamSpec, Target, VariantSpec};
+pub use host::{HostTensor, contiguous_strides};
+pub use launch::{Arg, check_cpu_args, launch};
+pub use spec::{KernelRef, KernelSpec, ParamSpec, Target, VariantSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
 
 pub use inventory;

@@ -73,7 +73,12 @@ impl KernelSpec {
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
     pub fn describe(&self, v: &VariantSpec) -> String {
-        let mut parts: Vec<String> = self.types.iter().zip(v.types).map(|(n, d)| format!("{n}={d}")).collect();
+        let mut parts: Vec<String> = self
+            .types
+            .iter()
+            .zip(v.types)
+            .map(|(n, d)| format!("{n}={d}"))
+            .collect();
         parts.extend(self.consts.iter().zip(v.consts).map(|(n, x)| format!("{n}={x}")));
         parts.push(if v.vectorized { "vectorized" } else { "scalar" }.to_string());
         format!("{}[{}]", self.name, parts.join(", "))

@@ -1,7 +1,7 @@
 //! Tensors in GPU memory: a buffer, a shape and element strides.
 
 use crate::device::Stream;
-use crate::host::{contiguous_strides, span, HostTensor};
+use crate::host::{HostTensor, contiguous_strides, span};
 use crate::{DType, Element, Error, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::sync::Arc;
@@ -60,7 +60,10 @@ impl Stream {
     /// Copies a host tensor to the GPU, keeping its strides.
     pub fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
         let storage = &host.storage()[..span(host.shape(), host.strides()).max(1).min(host.storage().len())];
-        let buf = self.cuda().clone_htod(storage).map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        let buf = self
+            .cuda()
+            .clone_htod(storage)
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
         Ok(Tensor {
             buf,
             shape: host.shape().to_vec(),
@@ -77,7 +80,10 @@ impl Stream {
                 data.len()
             )));
         }
-        let buf = self.cuda().clone_htod(data).map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        let buf = self
+            .cuda()
+            .clone_htod(data)
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
         Ok(Tensor {
             buf,
             shape: shape.to_vec(),
@@ -112,7 +118,10 @@ impl Stream {
 
     /// Copies a GPU tensor back (waits for the stream).
     pub fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
-        let data = self.cuda().clone_dtoh(&t.buf).map_err(|e| Error::driver("cuMemcpyDtoH", e))?;
+        let data = self
+            .cuda()
+            .clone_dtoh(&t.buf)
+            .map_err(|e| Error::driver("cuMemcpyDtoH", e))?;
         self.synchronize()?;
         HostTensor::from_vec_strided(data, &t.shape, &t.strides)
     }
