@@ -1,0 +1,8 @@
+// Atomics are not part of the DSL yet.
+#[tile::kernel]
+fn total(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+    let i = block_id(0);
+    atomic_add(y, [0], x.load([i], [64]).sum(0));
+}
+
+fn main() {}
