@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use tile::{HostTensor, bf16};
-use tile_kernels::{elementwise, embedding, norm, softmax};
+use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
 
@@ -141,4 +141,41 @@ fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
     let mut y = HostTensor::<f32>::zeros(&[1, 4]);
     let err = softmax::softmax::cpu::<f32, 32>(0, &x, &mut y).unwrap_err();
     assert!(matches!(err, tile::Error::Grid { .. }), "{err}");
+}
+
+#[test]
+fn linear_layer_with_and_without_gelu() {
+    let mut rng = Rng::new(6);
+    for (m, n, k) in [(1, 1, 1), (5, 70, 33), (16, 64, 8), (37, 130, 100)] {
+        let x = rng.normals(m * k, 1.0);
+        let w = rng.normals(n * k, 0.3);
+        let b = rng.normals(n, 1.0);
+        let (xt, wt, bt) = (host::<f32>(&x, &[m, k]), host::<f32>(&w, &[n, k]), host::<f32>(&b, &[n]));
+        for gelu in [0, 1] {
+            let mut y = HostTensor::full(&[m, n], f32::NAN);
+            linear::linear::cpu::<f32, 16, 64, 8>(linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu).unwrap();
+            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+            assert_close(&format!("linear {m}x{n}x{k} gelu={gelu}"), &values(&y), &want, 1e-5);
+        }
+    }
+}
+
+#[test]
+fn causal_attention_matches_softmax_attention() {
+    let mut rng = Rng::new(7);
+    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 70, 2, 64)] {
+        let c = heads * d;
+        let qkv = rng.normals(batch * t * 3 * c, 1.0);
+        let qt = host::<f32>(&qkv, &[batch, t, 3 * c]);
+        let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
+        let scale = 1.0 / (d as f32).sqrt();
+        let grid = attention::grid(batch, t, heads);
+        match d {
+            32 => attention::causal_attention::cpu::<f32, 16, 16, 32>(grid, &qt, &mut out, heads as i32, scale),
+            _ => attention::causal_attention::cpu::<f32, 16, 16, 64>(grid, &qt, &mut out, heads as i32, scale),
+        }
+        .unwrap();
+        let want = attention_ref(&qkv, batch, t, c, heads);
+        assert_close(&format!("attention b={batch} t={t} h={heads} d={d}"), &values(&out), &want, 1e-5);
+    }
 }

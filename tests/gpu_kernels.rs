@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use std::sync::Arc;
 use tile::{Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{elementwise, embedding, norm, softmax};
+use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
 
 fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
     let d = tile::testing::gpu_or_skip(test)?;
@@ -247,4 +247,62 @@ fn bad_arguments_are_typed_errors_not_launches() {
     assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
     // Nothing above reached the GPU: the stream is healthy.
     s.synchronize().unwrap();
+}
+
+fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
+    let x = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);
+    let w = host::<T>(&rng.normals(n * k, 0.3), &[n, k]);
+    let b = host::<T>(&rng.normals(n, 1.0), &[n]);
+    let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&b).unwrap());
+    for gelu in [0, 1] {
+        let mut want = poisoned::<T>(&[m, n]);
+        let mut yd = s.upload(&want).unwrap();
+        linear::linear::launch::<T, 16, 64, 8>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
+        linear::linear::cpu::<T, 16, 64, 8>(linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
+        let what = format!("linear {} {m}x{n}x{k} gelu={gelu}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), T::TOL.max(2e-3));
+    }
+}
+
+#[test]
+fn linear_matches_cpu_reference() {
+    let Some((_, s)) = gpu("linear_matches_cpu_reference") else { return };
+    let mut rng = Rng::new(15);
+    for (m, n, k) in [(1, 1, 1), (5, 70, 33), (128, 384, 128), (37, 130, 100)] {
+        linear_case::<f32>(&s, &mut rng, m, n, k);
+        linear_case::<bf16>(&s, &mut rng, m, n, k);
+    }
+}
+
+fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, batch: usize, t: usize, heads: usize, d: usize) {
+    let c = heads * d;
+    let qkv = host::<T>(&rng.normals(batch * t * 3 * c, 1.0), &[batch, t, 3 * c]);
+    let qd = s.upload(&qkv).unwrap();
+    let mut want = poisoned::<T>(&[batch, t, c]);
+    let mut od = s.upload(&want).unwrap();
+    let scale = 1.0 / (d as f32).sqrt();
+    let grid = attention::grid(batch, t, heads);
+    let h = heads as i32;
+    match d {
+        32 => {
+            attention::causal_attention::launch::<T, 16, 16, 32>(s, grid, &qd, &mut od, h, scale).unwrap();
+            attention::causal_attention::cpu::<T, 16, 16, 32>(grid, &qkv, &mut want, h, scale).unwrap();
+        }
+        _ => {
+            attention::causal_attention::launch::<T, 16, 16, 64>(s, grid, &qd, &mut od, h, scale).unwrap();
+            attention::causal_attention::cpu::<T, 16, 16, 64>(grid, &qkv, &mut want, h, scale).unwrap();
+        }
+    }
+    let what = format!("attention {} b={batch} t={t} h={heads} d={d}", T::DTYPE);
+    assert_close(&what, &values(&s.download(&od).unwrap()), &values(&want), T::TOL.max(1e-5));
+}
+
+#[test]
+fn attention_matches_cpu_reference() {
+    let Some((_, s)) = gpu("attention_matches_cpu_reference") else { return };
+    let mut rng = Rng::new(16);
+    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 128, 4, 32), (3, 70, 2, 64)] {
+        attention_case::<f32>(&s, &mut rng, batch, t, heads, d);
+        attention_case::<bf16>(&s, &mut rng, batch, t, heads, d);
+    }
 }

@@ -169,3 +169,39 @@ pub fn embedding_ref(tokens: &[i32], wte: &[f64], wpe: &[f64], seq_len: usize, c
         })
         .collect()
 }
+
+/// `x @ w^T + b` (x: [m, k], w: [n, k]), then tanh-GELU if asked.
+pub fn linear_ref(x: &[f64], w: &[f64], b: &[f64], m: usize, n: usize, k: usize, gelu: bool) -> Vec<f64> {
+    let mut y = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k).map(|p| x[i * k + p] * w[j * k + p]).sum::<f64>() + b[j];
+            y[i * n + j] = if gelu { gelu_ref(dot) } else { dot };
+        }
+    }
+    y
+}
+
+/// Causal attention over qkv [batch, t, 3c] with `heads` heads into [batch, t, c].
+pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize) -> Vec<f64> {
+    let d = c / heads;
+    let at = |b: usize, i: usize, col: usize| qkv[(b * t + i) * 3 * c + col];
+    let mut out = vec![0.0; batch * t * c];
+    for b in 0..batch {
+        for h in 0..heads {
+            for i in 0..t {
+                let scores: Vec<f64> = (0..=i)
+                    .map(|j| (0..d).map(|e| at(b, i, h * d + e) * at(b, j, c + h * d + e)).sum::<f64>() / (d as f64).sqrt())
+                    .collect();
+                let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let ws: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
+                let total: f64 = ws.iter().sum();
+                for e in 0..d {
+                    let v: f64 = ws.iter().enumerate().map(|(j, w)| w * at(b, j, 2 * c + h * d + e)).sum();
+                    out[(b * t + i) * c + h * d + e] = v / total;
+                }
+            }
+        }
+    }
+    out
+}

@@ -125,6 +125,15 @@ fn pow2(n: usize) -> bool {
     n.is_power_of_two()
 }
 
+/// `1 coordinate`, `2 coordinates`.
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 fn weak_dtype(w: Weak) -> DType {
     match w {
         Weak::Int(_) => DType::I32,
@@ -242,7 +251,8 @@ impl<'k> Checker<'k> {
                 let name = &self.kernel.params[t].name;
                 bail!(
                     span,
-                    "tensor `{name}` is used here with rank {rank} but elsewhere with rank {r}: a tensor has one rank; index it with {r} coordinates"
+                    "tensor `{name}` is used here with rank {rank} but elsewhere with rank {r}: a tensor has one rank; index it with {r} coordinate{}",
+                    if r == 1 { "" } else { "s" }
                 )
             }
             _ => {}
@@ -269,7 +279,7 @@ impl<'k> Checker<'k> {
             (Weak::Float(x), d) if d.is_float() => ConstVal::Float(x),
             (Weak::Float(_), d) => bail!(
                 span,
-                "a float literal can't be used as {d}: cast explicitly (`x.cast::<f32>()`) or write an integer"
+                "a float literal can't be used as {d}: write an integer, or convert with `as {d}`"
             ),
             (w, d) => bail!(span, "a {} literal can't be used as {d}", weak_dtype(w)),
         };
@@ -337,21 +347,27 @@ impl<'k> Checker<'k> {
     }
 
     fn check_size(&self, dims: &[usize], span: Span) -> Result<()> {
-        let n: usize = dims.iter().product();
-        if n > MAX_TILE_ELEMS {
-            bail!(
+        match dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) {
+            Some(n) if n <= MAX_TILE_ELEMS => Ok(()),
+            count => bail!(
                 span,
-                "tile {dims:?} has {n} elements, more than the {MAX_TILE_ELEMS} a block can hold in registers: use a smaller tile and loop over the rest"
-            );
+                "tile {dims:?} has {} elements, more than the {MAX_TILE_ELEMS} a block can hold in registers: use a smaller tile and loop over the rest",
+                count.map_or("too many".to_string(), |n| n.to_string())
+            ),
         }
-        Ok(())
     }
 
     /// A tile-grid or element index: block-uniform integer scalars.
     fn index(&mut self, e: &Expr) -> Result<Vec<ValueId>> {
-        let Expr::Array(items, _) = e else {
+        let Expr::Array(items, span) = e else {
             bail!(e.span(), "write an index as a list of scalars: `[row, 0]`");
         };
+        if items.is_empty() {
+            bail!(
+                *span,
+                "an index has one coordinate per tensor dimension, and tensors have at least one: `[i]`"
+            );
+        }
         let mut out = Vec::new();
         for it in items {
             let v = self.expr(it)?;
@@ -557,7 +573,10 @@ impl<'k> Checker<'k> {
         let id = self.concrete(v, Some(DType::I32), e.span())?;
         let ty = self.ty(id).clone();
         if !ty.is_scalar() || ty.dtype != DType::I32 {
-            bail!(e.span(), "{what} must be a block-uniform i32 scalar, found {ty}");
+            bail!(
+                e.span(),
+                "{what} must be a block-uniform i32 scalar, found {ty} (convert a scalar with `as i32`)"
+            );
         }
         Ok(id)
     }
@@ -690,7 +709,10 @@ impl<'k> Checker<'k> {
             Expr::Bool(b, _) => Ok(Val::Weak(Weak::Bool(*b))),
             Expr::Var(id) => match self.lookup(&id.to_string()) {
                 Some(b) => Ok(b.val),
-                None => bail!(id.span(), "unknown name `{id}`"),
+                None => bail!(
+                    id.span(),
+                    "unknown name `{id}`: declare it with `let`, or make it a kernel parameter (a const parameter needs `const {id}: usize` and a list in the attribute)"
+                ),
             },
             Expr::Path(segs, span) => self.path(segs, *span),
             Expr::Binary(op, a, b, span) => {
@@ -701,7 +723,10 @@ impl<'k> Checker<'k> {
             Expr::Unary(op, a, span) => {
                 let v = self.expr(a)?;
                 match (op, v) {
-                    (UnOp::Neg, Val::Weak(Weak::Int(i))) => Ok(Val::Weak(Weak::Int(-i))),
+                    (UnOp::Neg, Val::Weak(Weak::Int(i))) => match i.checked_neg() {
+                        Some(n) => Ok(Val::Weak(Weak::Int(n))),
+                        None => bail!(*span, "this constant expression overflows 64-bit integers"),
+                    },
                     (UnOp::Neg, Val::Weak(Weak::Float(x))) => Ok(Val::Weak(Weak::Float(-x))),
                     (UnOp::Not, Val::Weak(Weak::Bool(b))) => Ok(Val::Weak(Weak::Bool(!b))),
                     _ => {
@@ -815,12 +840,20 @@ impl<'k> Checker<'k> {
         use Weak::*;
         Ok(match (a, b) {
             (Int(x), Int(y)) => match op {
-                BinOp::Add => Int(x + y),
-                BinOp::Sub => Int(x - y),
-                BinOp::Mul => Int(x * y),
                 BinOp::Div | BinOp::Rem if y == 0 => bail!(span, "division by zero in a constant expression"),
-                BinOp::Div => Int(x / y),
-                BinOp::Rem => Int(x % y),
+                BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem => {
+                    let r = match op {
+                        BinOp::Add => x.checked_add(y),
+                        BinOp::Sub => x.checked_sub(y),
+                        BinOp::Mul => x.checked_mul(y),
+                        BinOp::Div => x.checked_div(y),
+                        _ => x.checked_rem(y),
+                    };
+                    match r {
+                        Some(v) => Int(v),
+                        None => bail!(span, "this constant expression overflows 64-bit integers"),
+                    }
+                }
                 BinOp::BitAnd => Int(x & y),
                 BinOp::BitOr => Int(x | y),
                 BinOp::BitXor => Int(x ^ y),
@@ -1395,6 +1428,12 @@ impl<'k> Checker<'k> {
                 "write the element indices as a list, one integer tile per tensor dimension: `x.{what}([rows, cols])`"
             );
         };
+        if items.is_empty() {
+            bail!(
+                *span,
+                "`{what}` takes one index tile per tensor dimension, and tensors have at least one: `x.{what}([rows])`"
+            );
+        }
         let mut ids = Vec::new();
         for it in items {
             let v = self.expr(it)?;
@@ -1513,9 +1552,9 @@ impl<'k> Checker<'k> {
         if index.len() != shape.len() {
             bail!(
                 span,
-                "the index has {} coordinates but the tile shape has {} dimensions: a load names one tile-grid coordinate per tensor dimension",
-                index.len(),
-                shape.len()
+                "the index has {} but the tile shape has {}: a load names one tile-grid coordinate per tensor dimension",
+                count(index.len(), "coordinate"),
+                count(shape.len(), "dimension")
             );
         }
         self.use_rank(t, index.len(), span)?;
@@ -1576,9 +1615,9 @@ impl<'k> Checker<'k> {
         if shape.len() != index.len() {
             bail!(
                 args[1].span(),
-                "the tile has rank {} but the index has {} coordinates: a stored tile has the tensor's rank (reshape it with `.reshape([..])`)",
+                "the tile has rank {} but the index has {}: a stored tile has the tensor's rank (reshape it with `.reshape([..])`)",
                 shape.len(),
-                index.len()
+                count(index.len(), "coordinate")
             );
         }
         self.push(

@@ -447,11 +447,7 @@ impl<'a> Lower<'a> {
             let x = self.widen(a, dtype);
             let y = self.widen(b, dtype);
             let r = self.binary(op, DType::F32, &x, &y);
-            return if op.is_comparison() {
-                r
-            } else {
-                self.narrow(&r, dtype)
-            };
+            return if op.is_comparison() { r } else { self.narrow(&r, dtype) };
         }
         let t = arith_type(dtype);
         if op.is_comparison() {

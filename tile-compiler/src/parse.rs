@@ -269,13 +269,10 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
                 mutable: r.mutability.is_some(),
             })
         }
-        syn::Type::Path(_) => {
-            let dtype = type_dtype(ty)?;
-            if !matches!(dtype, DType::F32 | DType::I32 | DType::U32) {
-                bail!(ty.span(), "scalar parameters are f32, i32 or u32");
-            }
-            Ok(ParamKind::Scalar(dtype))
-        }
+        syn::Type::Path(_) => match type_dtype(ty) {
+            Ok(d @ (DType::F32 | DType::I32 | DType::U32)) => Ok(ParamKind::Scalar(d)),
+            _ => bail!(ty.span(), "scalar parameters are f32, i32 or u32"),
+        },
         _ => bail!(
             ty.span(),
             "a kernel parameter is a tensor (`&Tensor<f32>`, `&mut Tensor<f32>`) or a scalar (f32, i32, u32)"

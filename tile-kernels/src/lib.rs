@@ -6,14 +6,18 @@
 //! contiguous tensor to `[len]` first); row kernels take `[rows, cols]` and
 //! run one block per row.
 
+pub mod attention;
 pub mod elementwise;
 pub mod embedding;
+pub mod linear;
 pub mod norm;
 pub mod softmax;
 
 /// Every kernel of this library (also listed by `tile::registered_kernels`).
-pub fn kernels() -> [&'static tile::KernelSpec; 9] {
+pub fn kernels() -> [&'static tile::KernelSpec; 11] {
     [
+        &attention::causal_attention::KERNEL,
+        &linear::linear::KERNEL,
         &elementwise::add::KERNEL,
         &elementwise::scale::KERNEL,
         &elementwise::residual_add::KERNEL,

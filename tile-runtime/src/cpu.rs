@@ -113,25 +113,62 @@ pub fn map<T: Copy, U>(a: &Tile<T>, f: impl Fn(T) -> U) -> Tile<U> {
     }
 }
 
-pub fn zip<T: Copy, U>(a: &Tile<T>, b: &Tile<T>, f: impl Fn(T, T) -> U) -> Tile<U> {
-    assert_eq!(
-        a.shape, b.shape,
-        "element-wise operands have one shape after broadcasting"
-    );
-    Tile {
-        shape: a.shape.clone(),
-        data: a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect(),
+/// Per-dimension strides of `a` seen as a tile of `shape` (0 where `a` is broadcast).
+fn broadcast_steps<T>(a: &Tile<T>, shape: &[usize]) -> Vec<usize> {
+    let src = strides(&a.shape);
+    (0..shape.len())
+        .map(|d| if a.shape[d] == 1 { 0 } else { src[d] })
+        .collect()
+}
+
+/// Calls `f(offset_a, offset_b)` for every coordinate of `shape`, row-major,
+/// where operand `i` steps by `steps[i]`.
+fn walk2(shape: &[usize], sa: &[usize], sb: &[usize], oa: usize, ob: usize, f: &mut impl FnMut(usize, usize)) {
+    match shape {
+        [] => f(oa, ob),
+        [n] => {
+            for i in 0..*n {
+                f(oa + i * sa[0], ob + i * sb[0]);
+            }
+        }
+        [n, rest @ ..] => {
+            for i in 0..*n {
+                walk2(rest, &sa[1..], &sb[1..], oa + i * sa[0], ob + i * sb[0], f);
+            }
+        }
     }
 }
 
-pub fn zip3<C: Copy, T: Copy>(c: &Tile<C>, a: &Tile<T>, b: &Tile<T>, f: impl Fn(C, T, T) -> T) -> Tile<T> {
-    assert!(
-        c.shape == a.shape && a.shape == b.shape,
-        "select operands have one shape"
-    );
+/// `f` element by element over `shape`; `a` and `b` are broadcast to it
+/// (same rank, each dimension equal or 1).
+pub fn zip<T: Copy, U>(a: &Tile<T>, b: &Tile<T>, shape: &[usize], f: impl Fn(T, T) -> U) -> Tile<U> {
+    let data = if a.shape == shape && b.shape == shape {
+        a.data.iter().zip(&b.data).map(|(&x, &y)| f(x, y)).collect()
+    } else {
+        let mut data = Vec::with_capacity(shape.iter().product());
+        let (sa, sb) = (broadcast_steps(a, shape), broadcast_steps(b, shape));
+        walk2(shape, &sa, &sb, 0, 0, &mut |i, j| data.push(f(a.data[i], b.data[j])));
+        data
+    };
     Tile {
-        shape: a.shape.clone(),
-        data: (0..a.data.len()).map(|i| f(c.data[i], a.data[i], b.data[i])).collect(),
+        shape: shape.to_vec(),
+        data,
+    }
+}
+
+/// `f(c, a, b)` element by element over `shape`, operands broadcast to it.
+pub fn zip3<C: Copy, T: Copy>(
+    c: &Tile<C>,
+    a: &Tile<T>,
+    b: &Tile<T>,
+    shape: &[usize],
+    f: impl Fn(C, T, T) -> T,
+) -> Tile<T> {
+    let c = broadcast(c, shape);
+    let ab = zip(a, b, shape, |x, y| (x, y));
+    Tile {
+        shape: shape.to_vec(),
+        data: c.data.iter().zip(&ab.data).map(|(&k, &(x, y))| f(k, x, y)).collect(),
     }
 }
 
@@ -144,17 +181,32 @@ pub fn reshape<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
 
 /// Repeats size-1 dimensions up to `shape` (same rank).
 pub fn broadcast<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
+    if a.shape == shape {
+        return a.clone();
+    }
     let src = strides(&a.shape);
+    // Stride 0 along broadcast dimensions: walk the result, offsetting the source.
+    let step: Vec<usize> = (0..shape.len())
+        .map(|d| if a.shape[d] == 1 { 0 } else { src[d] })
+        .collect();
     let mut data = Vec::with_capacity(shape.iter().product());
-    for_each_coord(shape, |c| {
-        let o: usize = (0..shape.len())
-            .map(|d| if a.shape[d] == 1 { 0 } else { c[d] * src[d] })
-            .sum();
-        data.push(a.data[o]);
-    });
+    gather_strided(&a.data, shape, &step, 0, &mut data);
     Tile {
         shape: shape.to_vec(),
         data,
+    }
+}
+
+/// Appends `src[offset + sum(c[d] * step[d])]` for every coordinate `c` of `shape`, row-major.
+fn gather_strided<T: Copy>(src: &[T], shape: &[usize], step: &[usize], offset: usize, out: &mut Vec<T>) {
+    match shape {
+        [] => out.push(src[offset]),
+        [n] => out.extend((0..*n).map(|i| src[offset + i * step[0]])),
+        [n, rest @ ..] => {
+            for i in 0..*n {
+                gather_strided(src, rest, &step[1..], offset + i * step[0], out);
+            }
+        }
     }
 }
 
@@ -162,11 +214,9 @@ pub fn broadcast<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
 pub fn permute<T: Copy>(a: &Tile<T>, perm: &[usize]) -> Tile<T> {
     let shape: Vec<usize> = perm.iter().map(|&p| a.shape[p]).collect();
     let src = strides(&a.shape);
+    let step: Vec<usize> = perm.iter().map(|&p| src[p]).collect();
     let mut data = Vec::with_capacity(a.data.len());
-    for_each_coord(&shape, |c| {
-        let o: usize = (0..shape.len()).map(|i| c[i] * src[perm[i]]).sum();
-        data.push(a.data[o]);
-    });
+    gather_strided(&a.data, &shape, &step, 0, &mut data);
     Tile { shape, data }
 }
 
@@ -177,53 +227,59 @@ pub enum Reduction {
     Min,
 }
 
-/// Groups the elements of `a` by their coordinate with `axis` removed.
-fn lanes<T: Copy>(a: &Tile<T>, axis: usize) -> (Vec<usize>, Vec<Vec<T>>) {
-    let mut out_shape = a.shape.clone();
+/// Calls `f(base)` for each result element of a reduction along `axis`, in
+/// row-major order; its elements are at `base + i * stride(axis)`. Returns
+/// the result's shape (the axis kept with size 1).
+fn lanes(shape: &[usize], axis: usize, mut f: impl FnMut(usize)) -> Vec<usize> {
+    let len = shape[axis];
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    for o in 0..outer {
+        for i in 0..inner {
+            f(o * len * inner + i);
+        }
+    }
+    let mut out_shape = shape.to_vec();
     out_shape[axis] = 1;
-    let n: usize = out_shape.iter().product();
-    let mut groups = vec![Vec::with_capacity(a.shape[axis]); n];
-    let os = strides(&out_shape);
-    let mut i = 0;
-    for_each_coord(&a.shape, |c| {
-        let o: usize = (0..c.len()).map(|d| if d == axis { 0 } else { c[d] * os[d] }).sum();
-        groups[o].push(a.data[i]);
-        i += 1;
-    });
-    (out_shape, groups)
+    out_shape
 }
 
 /// Sum, max or min along `axis`, keeping it with size 1. Floats sum in f64.
 pub fn reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, r: Reduction) -> Tile<T> {
-    let (shape, groups) = lanes(a, axis);
-    let data = groups
-        .iter()
-        .map(|g| match r {
-            Reduction::Sum => T::from_f64(g.iter().map(|x| x.to_f64()).sum()),
-            Reduction::Max => g.iter().copied().reduce(ops::max).expect("non-empty"),
-            Reduction::Min => g.iter().copied().reduce(ops::min).expect("non-empty"),
-        })
-        .collect();
+    let mut data = Vec::with_capacity(a.data.len() / a.shape[axis].max(1));
+    let (stride, len) = (strides(&a.shape)[axis], a.shape[axis]);
+    let shape = lanes(&a.shape, axis, |base| {
+        let at = |i: usize| a.data[base + i * stride];
+        data.push(match r {
+            Reduction::Sum => {
+                let mut acc = 0.0f64;
+                for i in 0..len {
+                    acc += at(i).to_f64();
+                }
+                T::from_f64(acc)
+            }
+            Reduction::Max => (1..len).fold(at(0), |m, i| ops::max(m, at(i))),
+            Reduction::Min => (1..len).fold(at(0), |m, i| ops::min(m, at(i))),
+        });
+    });
     Tile { shape, data }
 }
 
 /// Index of the largest (`max`) or smallest element along `axis`; ties go to
 /// the lowest index.
 pub fn arg_reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, max: bool) -> Tile<i32> {
-    let (shape, groups) = lanes(a, axis);
-    let data = groups
-        .iter()
-        .map(|g| {
-            let mut best = 0;
-            for (i, x) in g.iter().enumerate() {
-                let (x, b) = (x.to_f64(), g[best].to_f64());
-                if (max && x > b) || (!max && x < b) {
-                    best = i;
-                }
+    let mut data = Vec::new();
+    let (stride, len) = (strides(&a.shape)[axis], a.shape[axis]);
+    let shape = lanes(&a.shape, axis, |base| {
+        let at = |i: usize| a.data[base + i * stride].to_f64();
+        let mut best = 0;
+        for i in 1..len {
+            if (max && at(i) > at(best)) || (!max && at(i) < at(best)) {
+                best = i;
             }
-            best as i32
-        })
-        .collect();
+        }
+        data.push(best as i32);
+    });
     Tile { shape, data }
 }
 
@@ -251,36 +307,44 @@ pub mod ops {
     macro_rules! float_arith {
         ($t:ty, $to:expr, $from:expr) => {
             impl Scalar for $t {
+                #[inline]
                 fn to_f64(self) -> f64 {
                     let f: fn($t) -> f32 = $to;
                     f(self) as f64
                 }
+                #[inline]
                 fn from_f64(x: f64) -> Self {
                     let f: fn(f32) -> $t = $from;
                     f(x as f32)
                 }
             }
             impl Arith for $t {
+                #[inline]
                 fn add(self, o: Self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(to(self) + to(o))
                 }
+                #[inline]
                 fn sub(self, o: Self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(to(self) - to(o))
                 }
+                #[inline]
                 fn mul(self, o: Self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(to(self) * to(o))
                 }
+                #[inline]
                 fn div(self, o: Self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(to(self) / to(o))
                 }
+                #[inline]
                 fn neg(self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(-to(self))
                 }
+                #[inline]
                 fn abs(self) -> Self {
                     let (to, from): (fn($t) -> f32, fn(f32) -> $t) = ($to, $from);
                     from(to(self).abs())
@@ -295,31 +359,39 @@ pub mod ops {
     macro_rules! int_arith {
         ($t:ty) => {
             impl Scalar for $t {
+                #[inline]
                 fn to_f64(self) -> f64 {
                     self as f64
                 }
+                #[inline]
                 fn from_f64(x: f64) -> Self {
                     x as i64 as $t
                 }
             }
             impl Arith for $t {
+                #[inline]
                 fn add(self, o: Self) -> Self {
                     self.wrapping_add(o)
                 }
+                #[inline]
                 fn sub(self, o: Self) -> Self {
                     self.wrapping_sub(o)
                 }
+                #[inline]
                 fn mul(self, o: Self) -> Self {
                     self.wrapping_mul(o)
                 }
                 /// Division by zero gives all ones, as the GPU's does.
+                #[inline]
                 fn div(self, o: Self) -> Self {
                     if o == 0 { !0 } else { self.wrapping_div(o) }
                 }
+                #[inline]
                 fn neg(self) -> Self {
                     (0 as $t).wrapping_sub(self)
                 }
                 #[allow(unused_comparisons)]
+                #[inline]
                 fn abs(self) -> Self {
                     if self < 0 {
                         (0 as $t).wrapping_sub(self)
@@ -334,56 +406,72 @@ pub mod ops {
     int_arith!(u32);
 
     impl Scalar for bool {
+        #[inline]
         fn to_f64(self) -> f64 {
             self as u8 as f64
         }
+        #[inline]
         fn from_f64(x: f64) -> Self {
             x != 0.0
         }
     }
 
+    #[inline]
     pub fn add<T: Arith>(a: T, b: T) -> T {
         a.add(b)
     }
+    #[inline]
     pub fn sub<T: Arith>(a: T, b: T) -> T {
         a.sub(b)
     }
+    #[inline]
     pub fn mul<T: Arith>(a: T, b: T) -> T {
         a.mul(b)
     }
+    #[inline]
     pub fn div<T: Arith>(a: T, b: T) -> T {
         a.div(b)
     }
+    #[inline]
     pub fn neg<T: Arith>(a: T) -> T {
         a.neg()
     }
+    #[inline]
     pub fn abs<T: Arith>(a: T) -> T {
         a.abs()
     }
 
     /// The larger value; a NaN operand loses, as with the GPU's `max`.
+    #[inline]
     pub fn max<T: Scalar>(a: T, b: T) -> T {
         if b > a || a.partial_cmp(&a).is_none() { b } else { a }
     }
+    #[inline]
     pub fn min<T: Scalar>(a: T, b: T) -> T {
         if b < a || a.partial_cmp(&a).is_none() { b } else { a }
     }
 
+    #[inline]
     pub fn eq<T: PartialEq>(a: T, b: T) -> bool {
         a == b
     }
+    #[inline]
     pub fn ne<T: PartialEq>(a: T, b: T) -> bool {
         a != b
     }
+    #[inline]
     pub fn lt<T: PartialOrd>(a: T, b: T) -> bool {
         a < b
     }
+    #[inline]
     pub fn le<T: PartialOrd>(a: T, b: T) -> bool {
         a <= b
     }
+    #[inline]
     pub fn gt<T: PartialOrd>(a: T, b: T) -> bool {
         a > b
     }
+    #[inline]
     pub fn ge<T: PartialOrd>(a: T, b: T) -> bool {
         a >= b
     }
@@ -395,34 +483,43 @@ pub mod ops {
         fn shr(self, o: Self) -> Self;
     }
     impl Int for i32 {
+        #[inline]
         fn rem(self, o: Self) -> Self {
             if o == 0 { self } else { self.wrapping_rem(o) }
         }
         /// Shift amounts of 32 or more give 0 (the sign for `>>`), as PTX clamps them.
+        #[inline]
         fn shl(self, o: Self) -> Self {
             if (o as u32) >= 32 { 0 } else { self << o }
         }
+        #[inline]
         fn shr(self, o: Self) -> Self {
             self >> (o as u32).min(31)
         }
     }
     impl Int for u32 {
+        #[inline]
         fn rem(self, o: Self) -> Self {
             if o == 0 { self } else { self % o }
         }
+        #[inline]
         fn shl(self, o: Self) -> Self {
             if o >= 32 { 0 } else { self << o }
         }
+        #[inline]
         fn shr(self, o: Self) -> Self {
             if o >= 32 { 0 } else { self >> o }
         }
     }
+    #[inline]
     pub fn rem<T: Int>(a: T, b: T) -> T {
         a.rem(b)
     }
+    #[inline]
     pub fn shl<T: Int>(a: T, b: T) -> T {
         a.shl(b)
     }
+    #[inline]
     pub fn shr<T: Int>(a: T, b: T) -> T {
         a.shr(b)
     }
@@ -437,15 +534,19 @@ pub mod ops {
     macro_rules! bits {
         ($t:ty) => {
             impl Bits for $t {
+                #[inline]
                 fn and(self, o: Self) -> Self {
                     self & o
                 }
+                #[inline]
                 fn or(self, o: Self) -> Self {
                     self | o
                 }
+                #[inline]
                 fn xor(self, o: Self) -> Self {
                     self ^ o
                 }
+                #[inline]
                 fn not(self) -> Self {
                     !self
                 }
@@ -455,19 +556,24 @@ pub mod ops {
     bits!(i32);
     bits!(u32);
     bits!(bool);
+    #[inline]
     pub fn and<T: Bits>(a: T, b: T) -> T {
         a.and(b)
     }
+    #[inline]
     pub fn or<T: Bits>(a: T, b: T) -> T {
         a.or(b)
     }
+    #[inline]
     pub fn xor<T: Bits>(a: T, b: T) -> T {
         a.xor(b)
     }
+    #[inline]
     pub fn not<T: Bits>(a: T) -> T {
         a.not()
     }
 
+    #[inline]
     pub fn select<T>(c: bool, a: T, b: T) -> T {
         if c { a } else { b }
     }
@@ -477,41 +583,52 @@ pub mod ops {
         fn via(self, f: fn(f32) -> f32) -> Self;
     }
     impl Float for f32 {
+        #[inline]
         fn via(self, f: fn(f32) -> f32) -> Self {
             f(self)
         }
     }
     impl Float for f16 {
+        #[inline]
         fn via(self, f: fn(f32) -> f32) -> Self {
             f16::from_f32(f(self.to_f32()))
         }
     }
     impl Float for bf16 {
+        #[inline]
         fn via(self, f: fn(f32) -> f32) -> Self {
             bf16::from_f32(f(self.to_f32()))
         }
     }
+    #[inline]
     pub fn exp<T: Float>(a: T) -> T {
         a.via(f32::exp)
     }
+    #[inline]
     pub fn exp2<T: Float>(a: T) -> T {
         a.via(f32::exp2)
     }
+    #[inline]
     pub fn log<T: Float>(a: T) -> T {
         a.via(f32::ln)
     }
+    #[inline]
     pub fn log2<T: Float>(a: T) -> T {
         a.via(f32::log2)
     }
+    #[inline]
     pub fn sqrt<T: Float>(a: T) -> T {
         a.via(f32::sqrt)
     }
+    #[inline]
     pub fn rsqrt<T: Float>(a: T) -> T {
         a.via(|x| 1.0 / x.sqrt())
     }
+    #[inline]
     pub fn tanh<T: Float>(a: T) -> T {
         a.via(f32::tanh)
     }
+    #[inline]
     pub fn erf<T: Float>(a: T) -> T {
         a.via(libm::erff)
     }
@@ -521,12 +638,14 @@ pub mod ops {
     pub trait CastTo<U> {
         fn cast(self) -> U;
     }
+    #[inline]
     pub fn cast<T: CastTo<U>, U>(a: T) -> U {
         a.cast()
     }
     macro_rules! casts {
         ($($from:ty => $to:ty : |$x:ident| $e:expr;)*) => {
             $(impl CastTo<$to> for $from {
+                #[inline]
                 fn cast(self) -> $to {
                     let $x = self;
                     $e
@@ -579,6 +698,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[inline]
     fn load_pads_and_store_drops_out_of_bounds() {
         let t = HostTensor::from_vec((0..6).map(|x| x as f32).collect(), &[2, 3]).unwrap();
         let tile = load(&t, &[0, 1], &[2, 2], -1.0);
@@ -589,6 +709,7 @@ mod tests {
     }
 
     #[test]
+    #[inline]
     fn reductions_keep_the_axis() {
         let t = Tile {
             shape: vec![2, 3],
@@ -601,6 +722,7 @@ mod tests {
     }
 
     #[test]
+    #[inline]
     fn broadcast_and_permute() {
         let t = Tile {
             shape: vec![2, 1],
@@ -615,6 +737,7 @@ mod tests {
     }
 
     #[test]
+    #[inline]
     fn integer_semantics_match_the_gpu() {
         assert_eq!(ops::add(i32::MAX, 1), i32::MIN);
         assert_eq!(ops::div(7i32, 0), -1);

@@ -156,6 +156,20 @@ impl<T: Element> HostTensor<T> {
         Some(o)
     }
 
+    /// The same elements seen with another shape of equal size (contiguous tensors only).
+    pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
+        let n: usize = shape.iter().product();
+        if n != self.len() || self.strides != contiguous_strides(&self.shape) {
+            return Err(Error::Shape(format!(
+                "can't reshape {:?} (strides {:?}) to {shape:?}",
+                self.shape, self.strides
+            )));
+        }
+        self.strides = contiguous_strides(shape);
+        self.shape = shape.to_vec();
+        Ok(self)
+    }
+
     /// All elements in row-major order.
     pub fn to_vec(&self) -> Vec<T> {
         if self.strides == contiguous_strides(&self.shape) {

@@ -1,0 +1,133 @@
+//! The GPT-2 forward pass, one function per layer (as in llm.c's
+//! `train_gpt2.cu`), each a few kernel launches on a [`Backend`].
+
+use crate::{Backend, Result, Weights};
+
+/// The shape of a model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_embd: usize,
+    /// The longest context the model was trained on.
+    pub block_size: usize,
+    pub vocab_size: usize,
+}
+
+/// One transformer block's parameters.
+struct Block<T> {
+    ln_1: (T, T),
+    c_attn: (T, T),
+    c_proj: (T, T),
+    ln_2: (T, T),
+    c_fc: (T, T),
+    mlp_proj: (T, T),
+}
+
+/// A GPT-2 model whose parameters live on backend `B`.
+pub struct Gpt<B: Backend> {
+    pub config: Config,
+    wte: B::Tensor,
+    wpe: B::Tensor,
+    blocks: Vec<Block<B::Tensor>>,
+    ln_f: (B::Tensor, B::Tensor),
+    /// The LM head shares `wte`; it has no bias of its own.
+    zero_bias: B::Tensor,
+}
+
+impl<B: Backend> Gpt<B> {
+    /// Uploads the parameters, checking every tensor's shape.
+    pub fn load(backend: &B, weights: &Weights) -> Result<Gpt<B>> {
+        let cfg = weights.config;
+        let c = cfg.n_embd;
+        let param =
+            |name: &str, shape: &[usize]| -> Result<B::Tensor> { backend.upload(&weights.tensor(name, shape)?, shape) };
+        let pair = |prefix: &str, out: usize, inp: Option<usize>| -> Result<(B::Tensor, B::Tensor)> {
+            let w = match inp {
+                Some(i) => param(&format!("{prefix}.weight"), &[out, i])?,
+                None => param(&format!("{prefix}.weight"), &[out])?,
+            };
+            Ok((w, param(&format!("{prefix}.bias"), &[out])?))
+        };
+        let blocks = (0..cfg.n_layer)
+            .map(|l| {
+                let p = |n: &str| format!("h.{l}.{n}");
+                Ok(Block {
+                    ln_1: pair(&p("ln_1"), c, None)?,
+                    c_attn: pair(&p("c_attn"), 3 * c, Some(c))?,
+                    c_proj: pair(&p("c_proj"), c, Some(c))?,
+                    ln_2: pair(&p("ln_2"), c, None)?,
+                    c_fc: pair(&p("c_fc"), 4 * c, Some(c))?,
+                    mlp_proj: pair(&p("mlp_proj"), c, Some(4 * c))?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Gpt {
+            config: cfg,
+            wte: param("wte.weight", &[cfg.vocab_size, c])?,
+            wpe: param("wpe.weight", &[cfg.block_size, c])?,
+            blocks,
+            ln_f: pair("ln_f", c, None)?,
+            zero_bias: backend.upload(&vec![0.0; cfg.vocab_size], &[cfg.vocab_size])?,
+        })
+    }
+
+    /// Logits for every position of `tokens` (at most `block_size` of them),
+    /// row-major `[tokens.len(), vocab_size]`.
+    pub fn forward(&self, backend: &B, tokens: &[u32]) -> Result<Vec<f32>> {
+        let cfg = self.config;
+        let (t, c) = (tokens.len(), cfg.n_embd);
+        assert!(
+            (1..=cfg.block_size).contains(&t),
+            "the context holds 1 to block_size tokens"
+        );
+        let ids: Vec<i32> = tokens.iter().map(|&x| x as i32).collect();
+        let mut x = backend.empty(&[t, c])?;
+        backend.embedding(&backend.upload_tokens(&ids)?, &self.wte, &self.wpe, &mut x, t)?;
+        for block in &self.blocks {
+            x = self.attention_block(backend, block, x, t)?;
+            x = self.mlp_block(backend, block, x, t)?;
+        }
+        let mut h = backend.empty(&[t, c])?;
+        backend.layer_norm(&x, &self.ln_f.0, &self.ln_f.1, &mut h)?;
+        let mut logits = backend.empty(&[t, cfg.vocab_size])?;
+        backend.linear(&h, &self.wte, &self.zero_bias, &mut logits, false)?;
+        backend.download(&logits)
+    }
+
+    /// `x + proj(attention(ln_1(x)))`.
+    fn attention_block(&self, backend: &B, p: &Block<B::Tensor>, x: B::Tensor, t: usize) -> Result<B::Tensor> {
+        let c = self.config.n_embd;
+        let mut h = backend.empty(&[t, c])?;
+        backend.layer_norm(&x, &p.ln_1.0, &p.ln_1.1, &mut h)?;
+        let mut qkv = backend.empty(&[t, 3 * c])?;
+        backend.linear(&h, &p.c_attn.0, &p.c_attn.1, &mut qkv, false)?;
+        let qkv = backend.reshape(qkv, &[1, t, 3 * c])?;
+        let mut att = backend.empty(&[1, t, c])?;
+        backend.attention(&qkv, &mut att, self.config.n_head)?;
+        let att = backend.reshape(att, &[t, c])?;
+        let mut proj = backend.empty(&[t, c])?;
+        backend.linear(&att, &p.c_proj.0, &p.c_proj.1, &mut proj, false)?;
+        self.residual(backend, x, proj, t)
+    }
+
+    /// `x + proj(gelu(fc(ln_2(x))))`.
+    fn mlp_block(&self, backend: &B, p: &Block<B::Tensor>, x: B::Tensor, t: usize) -> Result<B::Tensor> {
+        let c = self.config.n_embd;
+        let mut h = backend.empty(&[t, c])?;
+        backend.layer_norm(&x, &p.ln_2.0, &p.ln_2.1, &mut h)?;
+        let mut fc = backend.empty(&[t, 4 * c])?;
+        backend.linear(&h, &p.c_fc.0, &p.c_fc.1, &mut fc, true)?;
+        let mut proj = backend.empty(&[t, c])?;
+        backend.linear(&fc, &p.mlp_proj.0, &p.mlp_proj.1, &mut proj, false)?;
+        self.residual(backend, x, proj, t)
+    }
+
+    /// `x + r` for `[t, C]` tensors (the kernel sees them flat).
+    fn residual(&self, backend: &B, x: B::Tensor, r: B::Tensor, t: usize) -> Result<B::Tensor> {
+        let n = t * self.config.n_embd;
+        let mut x = backend.reshape(x, &[n])?;
+        backend.residual_add(&mut x, &backend.reshape(r, &[n])?)?;
+        backend.reshape(x, &[t, self.config.n_embd])
+    }
+}

@@ -1,0 +1,39 @@
+//! Linear layers: `y = x @ w^T + b` with `x: [M, K]`, `w: [N, K]` (the
+//! PyTorch `Linear` layout), `b: [N]`, `y: [M, N]`.
+//!
+//! This version multiplies on the CUDA cores: each K-step forms the
+//! `[BM, BN, BK]` product of two tiles and reduces it, which needs nothing
+//! beyond element-wise arithmetic and `sum`. It is right for small models;
+//! large matrices want the tensor cores (`mma`).
+
+/// `y = x @ w^T + b`, then GELU (tanh form) when `gelu` is 1.
+/// Grid: `(cdiv(N, BN), cdiv(M, BM))`.
+#[tile::kernel(T = [f32, bf16], BM = [16], BN = [64], BK = [8])]
+pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    b: &Tensor<T>,
+    y: &mut Tensor<T>,
+    gelu: i32,
+) {
+    let n = block_id(0);
+    let m = block_id(1);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(x.shape(1), BK) {
+        let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
+        let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
+        acc = acc + (xs * ws).sum(2).reshape([BM, BN]);
+    }
+    let out = acc + b.load([n], [BN]).cast::<f32>();
+    if gelu == 1 {
+        let inner = 0.7978845608028654 * (out + 0.044715 * out * out * out);
+        y.store([m, n], (0.5 * out * (1.0 + tanh(inner))).cast::<T>());
+    } else {
+        y.store([m, n], out.cast::<T>());
+    }
+}
+
+/// The grid for `y: [M, N]`.
+pub fn grid(m: usize, n: usize) -> (u32, u32) {
+    (n.div_ceil(64) as u32, m.div_ceil(16) as u32)
+}
