@@ -6,7 +6,9 @@
 
 use std::time::Instant;
 
-const SOURCES: [(&str, &str); 4] = [
+const SOURCES: [(&str, &str); 6] = [
+    ("attention.rs", include_str!("../tile-kernels/src/attention.rs")),
+    ("linear.rs", include_str!("../tile-kernels/src/linear.rs")),
     ("elementwise.rs", include_str!("../tile-kernels/src/elementwise.rs")),
     ("softmax.rs", include_str!("../tile-kernels/src/softmax.rs")),
     ("norm.rs", include_str!("../tile-kernels/src/norm.rs")),

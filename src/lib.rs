@@ -43,3 +43,8 @@ pub mod prelude {
 pub mod __private {
     pub use tile_runtime::{check_cpu_args, cpu, inventory, launch, retype, retype_mut};
 }
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
