@@ -1,0 +1,175 @@
+//! The compiler's stages seen from outside: what the IR holds after
+//! simplification, and what the PTX does (vector accesses, shuffles,
+//! barriers, conversions) for representative kernels.
+
+use tile_compiler::{CompiledKernel, Target, compile_str, ir::OpKind};
+
+fn compile(attr: &str, src: &str) -> CompiledKernel {
+    match compile_str(attr, src) {
+        Ok(k) => k,
+        Err(e) => panic!("{}", e.message),
+    }
+}
+
+fn ptx<'a>(k: &'a CompiledKernel, vectorized: bool) -> &'a str {
+    &k.variants
+        .iter()
+        .find(|v| v.vectorized == vectorized)
+        .expect("variant")
+        .ptx
+}
+
+fn count_ops(ops: &[tile_compiler::ir::Op], pred: &dyn Fn(&OpKind) -> bool) -> usize {
+    ops.iter()
+        .map(|op| pred(&op.kind) as usize + op.kind.bodies().iter().map(|b| count_ops(b, pred)).sum::<usize>())
+        .sum()
+}
+
+const SOFTMAX: &str = "fn softmax<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+    let r = block_id(0);
+    let t = x.load([r, 0], [1, B]).pad(f32::NEG_INFINITY);
+    let e = exp(t - t.max(1));
+    y.store([r, 0], e / e.sum(1));
+}";
+
+#[test]
+fn every_specialization_gets_a_vector_and_a_scalar_entry() {
+    let k = compile("B = [256, 4096]", SOFTMAX);
+    assert_eq!(k.funcs.len(), 2);
+    let entries: Vec<&str> = k.variants.iter().map(|v| v.entry.as_str()).collect();
+    assert_eq!(
+        entries,
+        ["softmax_256_v", "softmax_256_s", "softmax_4096_v", "softmax_4096_s"]
+    );
+    for v in &k.variants {
+        for t in Target::ALL {
+            let m = v.module(t);
+            assert!(m.contains(&format!(".target {}", t.name())));
+            assert!(m.contains(&format!(".version {}", t.ptx_version())));
+        }
+    }
+}
+
+#[test]
+fn vector_variant_moves_16_bytes_per_access_and_scalar_variant_does_not() {
+    let k = compile("B = [1024]", SOFTMAX);
+    let (v, s) = (ptx(&k, true), ptx(&k, false));
+    assert!(v.contains("ld.global.nc.v4.f32") && v.contains("st.global.v4.f32"));
+    assert!(!s.contains(".v4.") && !s.contains(".v2."));
+    // Out-of-bounds elements are predicated off and padded.
+    assert!(v.contains("0fFF800000"), "the -inf padding");
+    assert!(
+        v.lines()
+            .any(|l| l.trim_start().starts_with("@%p") && l.contains("ld.global"))
+    );
+}
+
+#[test]
+fn reductions_use_shuffles_then_shared_memory_only_across_warps() {
+    // One warp: shuffles only.
+    let k = compile("B = [256]", SOFTMAX);
+    assert_eq!(k.variants[0].threads, 32);
+    assert!(ptx(&k, true).contains("shfl.sync.bfly.b32"));
+    assert!(!ptx(&k, true).contains("bar.sync"));
+    assert_eq!(k.variants[0].shared_bytes, 0);
+    // Several warps on one row: a shared-memory step with barriers.
+    let k = compile("B = [8192]", SOFTMAX);
+    assert_eq!(k.variants[0].threads, 512);
+    assert!(ptx(&k, true).contains("bar.sync 0;"));
+    assert!(k.variants[0].shared_bytes > 0);
+}
+
+#[test]
+fn simplify_folds_constants_shares_equal_ops_and_drops_dead_code() {
+    let k = compile(
+        "",
+        "fn k(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let i = block_id(0) + (2 * 3 - 6);
+            let a = x.load([i], [64]);
+            let unused = exp(a) * 2.0;
+            let s1 = a * a;
+            let s2 = a * a;
+            y.store([i], s1 + s2);
+        }",
+    );
+    let f = &k.funcs[0].func;
+    let muls = count_ops(&f.body, &|k| {
+        matches!(k, OpKind::Binary(tile_compiler::ir::BinaryOp::Mul, ..))
+    });
+    assert_eq!(muls, 1, "a * a computed once:\n{f}");
+    assert_eq!(
+        count_ops(&f.body, &|k| matches!(k, OpKind::Unary(..))),
+        0,
+        "the unused exp is gone:\n{f}"
+    );
+    // `block_id(0) + 0` leaves one add of a folded constant 0.
+    assert!(f.to_string().contains("Const(Int(0))"), "{f}");
+}
+
+#[test]
+fn a_transpose_relabels_the_layout_without_moving_data() {
+    let k = compile(
+        "",
+        "fn t(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let i = block_id(0);
+            y.store([0, i], x.load([i, 0], [32, 32]).transpose());
+        }",
+    );
+    // Transpose is a relabeling of the layout: no data moves, stores are
+    // scalar along the transposed rows, and no barrier is needed.
+    let p = ptx(&k, true);
+    assert!(!p.contains("bar.sync"));
+    assert!(p.contains("st.global.f32"));
+}
+
+#[test]
+fn broadcasting_a_row_statistic_needs_no_data_movement() {
+    let k = compile(
+        "",
+        "fn center(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let r = block_id(0);
+            let t = x.load([r, 0], [4, 1024]);
+            y.store([r, 0], t - t.sum(1) / 1024.0);
+        }",
+    );
+    // Rows map to warps, so the row sums stay in registers: no shared memory.
+    assert_eq!(k.variants[0].shared_bytes, 0);
+    assert!(!ptx(&k, true).contains("st.shared"));
+}
+
+#[test]
+fn loops_carry_registers_and_branch_on_uniform_scalars() {
+    let k = compile(
+        "",
+        "fn l(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let r = block_id(0);
+            let mut acc = zeros([1, 256]);
+            for j in 0..cdiv(x.shape(1), 256) {
+                acc = acc + x.load([r, j], [1, 256]);
+            }
+            y.store([r, 0], acc);
+        }",
+    );
+    let p = ptx(&k, true);
+    assert!(p.contains("$Lloop") && p.contains("bra $Lloop"));
+    assert_eq!(
+        count_ops(&k.funcs[0].func.body, &|k| matches!(k, OpKind::For { .. })),
+        1
+    );
+}
+
+#[test]
+fn half_precision_is_computed_in_f32_and_rounded() {
+    let k = compile(
+        "",
+        "fn h(x: &Tensor<bf16>, y: &mut Tensor<bf16>) {
+            let i = block_id(0);
+            let t = x.load([i], [1024]);
+            y.store([i], t * t);
+        }",
+    );
+    let p = ptx(&k, true);
+    assert!(p.contains("cvt.f32.bf16") && p.contains("cvt.rn.bf16.f32"));
+    // Eight bf16 per thread move as one 16-byte vector.
+    assert!(p.contains("ld.global.nc.v4.b32"));
+}
