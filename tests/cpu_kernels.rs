@@ -150,7 +150,11 @@ fn linear_layer_with_and_without_gelu() {
         let x = rng.normals(m * k, 1.0);
         let w = rng.normals(n * k, 0.3);
         let b = rng.normals(n, 1.0);
-        let (xt, wt, bt) = (host::<f32>(&x, &[m, k]), host::<f32>(&w, &[n, k]), host::<f32>(&b, &[n]));
+        let (xt, wt, bt) = (
+            host::<f32>(&x, &[m, k]),
+            host::<f32>(&w, &[n, k]),
+            host::<f32>(&b, &[n]),
+        );
         for gelu in [0, 1] {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
             linear::linear::cpu::<f32, 16, 64, 8>(linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu).unwrap();
@@ -176,6 +180,11 @@ fn causal_attention_matches_softmax_attention() {
         }
         .unwrap();
         let want = attention_ref(&qkv, batch, t, c, heads);
-        assert_close(&format!("attention b={batch} t={t} h={heads} d={d}"), &values(&out), &want, 1e-5);
+        assert_close(
+            &format!("attention b={batch} t={t} h={heads} d={d}"),
+            &values(&out),
+            &want,
+            1e-5,
+        );
     }
 }

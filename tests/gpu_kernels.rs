@@ -260,13 +260,20 @@ fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) 
         linear::linear::launch::<T, 16, 64, 8>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
         linear::linear::cpu::<T, 16, 64, 8>(linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
         let what = format!("linear {} {m}x{n}x{k} gelu={gelu}", T::DTYPE);
-        assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), T::TOL.max(2e-3));
+        assert_close(
+            &what,
+            &values(&s.download(&yd).unwrap()),
+            &values(&want),
+            T::TOL.max(2e-3),
+        );
     }
 }
 
 #[test]
 fn linear_matches_cpu_reference() {
-    let Some((_, s)) = gpu("linear_matches_cpu_reference") else { return };
+    let Some((_, s)) = gpu("linear_matches_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(15);
     for (m, n, k) in [(1, 1, 1), (5, 70, 33), (128, 384, 128), (37, 130, 100)] {
         linear_case::<f32>(&s, &mut rng, m, n, k);
@@ -294,12 +301,19 @@ fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, batch: usize, t: usize, hea
         }
     }
     let what = format!("attention {} b={batch} t={t} h={heads} d={d}", T::DTYPE);
-    assert_close(&what, &values(&s.download(&od).unwrap()), &values(&want), T::TOL.max(1e-5));
+    assert_close(
+        &what,
+        &values(&s.download(&od).unwrap()),
+        &values(&want),
+        T::TOL.max(1e-5),
+    );
 }
 
 #[test]
 fn attention_matches_cpu_reference() {
-    let Some((_, s)) = gpu("attention_matches_cpu_reference") else { return };
+    let Some((_, s)) = gpu("attention_matches_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(16);
     for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 128, 4, 32), (3, 70, 2, 64)] {
         attention_case::<f32>(&s, &mut rng, batch, t, heads, d);

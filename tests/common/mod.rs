@@ -191,13 +191,22 @@ pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize
         for h in 0..heads {
             for i in 0..t {
                 let scores: Vec<f64> = (0..=i)
-                    .map(|j| (0..d).map(|e| at(b, i, h * d + e) * at(b, j, c + h * d + e)).sum::<f64>() / (d as f64).sqrt())
+                    .map(|j| {
+                        (0..d)
+                            .map(|e| at(b, i, h * d + e) * at(b, j, c + h * d + e))
+                            .sum::<f64>()
+                            / (d as f64).sqrt()
+                    })
                     .collect();
                 let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let ws: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
                 let total: f64 = ws.iter().sum();
                 for e in 0..d {
-                    let v: f64 = ws.iter().enumerate().map(|(j, w)| w * at(b, j, 2 * c + h * d + e)).sum();
+                    let v: f64 = ws
+                        .iter()
+                        .enumerate()
+                        .map(|(j, w)| w * at(b, j, 2 * c + h * d + e))
+                        .sum();
                     out[(b * t + i) * c + h * d + e] = v / total;
                 }
             }
