@@ -188,3 +188,22 @@ fn causal_attention_matches_softmax_attention() {
         );
     }
 }
+
+#[test]
+fn matmul_on_the_tensor_core_path_matches_f64() {
+    use tile_kernels::matmul;
+    let mut rng = Rng::new(8);
+    for (m, n, k) in [(1, 1, 1), (70, 45, 33), (128, 64, 96)] {
+        let a = rng.normals(m * k, 1.0);
+        let b = rng.normals(k * n, 1.0);
+        let want = linear_ref(&a, &transpose(&b, k, n), &vec![0.0; n], m, n, k, false);
+        let (at, bt) = (host::<f32>(&a, &[m, k]), host::<f32>(&b, &[k, n]));
+        let mut c = HostTensor::full(&[m, n], f32::NAN);
+        matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::grid(m, n, 64, 64), &at, &bt, &mut c).unwrap();
+        assert_close(&format!("matmul {m}x{n}x{k}"), &values(&c), &want, 1e-6);
+    }
+}
+
+fn transpose(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    (0..cols).flat_map(|j| (0..rows).map(move |i| x[i * cols + j])).collect()
+}

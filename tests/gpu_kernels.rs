@@ -320,3 +320,36 @@ fn attention_matches_cpu_reference() {
         attention_case::<bf16>(&s, &mut rng, batch, t, heads, d);
     }
 }
+
+fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {
+    use tile_kernels::matmul;
+    let a = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);
+    let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
+    let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+    let mut want = poisoned::<T>(&[m, n]);
+    matmul::matmul::cpu::<T, 64, 64, 32>(matmul::grid(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    for (bm, bn) in [(64, 64), (128, 128), (64, 128)] {
+        let mut cd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        let grid = matmul::grid(m, n, bm, bn);
+        match (bm, bn) {
+            (64, 64) => matmul::matmul::launch::<T, 64, 64, 32>(s, grid, &ad, &bd, &mut cd),
+            (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, &ad, &bd, &mut cd),
+            _ => matmul::matmul::launch::<T, 64, 128, 32>(s, grid, &ad, &bd, &mut cd),
+        }
+        .unwrap();
+        let what = format!("matmul {} {m}x{n}x{k} tile {bm}x{bn}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
+    }
+}
+
+#[test]
+fn matmul_on_tensor_cores_matches_cpu_reference() {
+    let Some((_, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else { return };
+    let mut rng = Rng::new(17);
+    for (m, n, k) in [(1, 1, 1), (16, 8, 16), (70, 45, 33), (128, 128, 20), (200, 300, 130), (257, 129, 512)] {
+        matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+        matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
+        // f32 inputs multiply as tf32 (10-bit mantissa): about 3e-4 relative.
+        matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+    }
+}

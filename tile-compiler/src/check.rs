@@ -1183,14 +1183,24 @@ impl<'k> Checker<'k> {
                 func.span(),
                 "atomics are not part of the DSL yet: give each block its own output tile"
             ),
-            "mma" | "dot" | "matmul" => bail!(
+            "mma" => {
+                Self::arg_count(args, 3, &name, "mma(a, b, acc)", span)?;
+                let a = self.expr(&args[0])?;
+                let a = self.concrete(a, None, args[0].span())?;
+                let b = self.expr(&args[1])?;
+                let b = self.concrete(b, None, args[1].span())?;
+                let acc = self.expr(&args[2])?;
+                let acc = self.concrete(acc, Some(DType::F32), args[2].span())?;
+                self.mma(a, b, acc, [args[0].span(), args[1].span(), args[2].span()], span)
+            }
+            "dot" | "matmul" => bail!(
                 func.span(),
-                "`{name}` (tensor-core matrix multiply) is not available yet in this version of the DSL"
+                "matrix products are written `mma(a, b, acc)`: acc + a @ b on the tensor cores, with an f32 accumulator"
             ),
             "where_" | "r#where" => bail!(func.span(), "the per-element choice is spelled `select(cond, a, b)`"),
             _ => bail!(
                 func.span(),
-                "unknown DSL function `{name}`: a kernel can call only DSL operations (block_id, num_blocks, arange, full, zeros, exp, exp2, log, log2, sqrt, rsqrt, tanh, erf, abs, max, min, select, cdiv) and methods on tensors and tiles"
+                "unknown DSL function `{name}`: a kernel can call only DSL operations (block_id, num_blocks, arange, full, zeros, exp, exp2, log, log2, sqrt, rsqrt, tanh, erf, abs, max, min, select, cdiv, mma) and methods on tensors and tiles"
             ),
         }
     }
@@ -1406,6 +1416,56 @@ impl<'k> Checker<'k> {
                 "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
+    }
+
+    /// `mma(a, b, acc)`: checks operand shapes and types.
+    fn mma(&mut self, a: ValueId, b: ValueId, acc: ValueId, spans: [Span; 3], span: Span) -> Result<Val> {
+        let (ta, tb, tc) = (self.ty(a).clone(), self.ty(b).clone(), self.ty(acc).clone());
+        let (Some(sa), Some(sb), Some(sc)) = (&ta.shape, &tb.shape, &tc.shape) else {
+            bail!(span, "`mma` takes three tiles: a [M, K], b [K, N] and the accumulator [M, N]");
+        };
+        if sa.len() != 2 || sb.len() != 2 || sc.len() != 2 {
+            bail!(span, "`mma` multiplies 2-D tiles: a [M, K], b [K, N], acc [M, N]; found {sa:?}, {sb:?}, {sc:?}");
+        }
+        if ta.dtype != tb.dtype {
+            bail!(
+                spans[1],
+                "`mma` operands have one element type: a is {} but b is {}; cast one with `.cast::<{}>()`",
+                ta.dtype,
+                tb.dtype,
+                ta.dtype
+            );
+        }
+        if !matches!(ta.dtype, DType::F16 | DType::BF16 | DType::F32) {
+            bail!(spans[0], "`mma` multiplies f16, bf16 or f32 (as tf32) tiles, not {}", ta.dtype);
+        }
+        if tc.dtype != DType::F32 {
+            bail!(
+                spans[2],
+                "the `mma` accumulator is f32 (tensor cores accumulate in f32), found {}: start from `zeros([M, N])` and cast the result after the loop",
+                tc.dtype
+            );
+        }
+        if sa[1] != sb[0] {
+            bail!(
+                span,
+                "`mma` inner dimensions differ: a is {sa:?} and b is {sb:?}; a [M, K] times b [K, N] needs the same K (transpose an operand with `.transpose()`)"
+            );
+        }
+        if sc[0] != sa[0] || sc[1] != sb[1] {
+            bail!(spans[2], "the accumulator is {sc:?} but a {sa:?} times b {sb:?} is [{}, {}]", sa[0], sb[1]);
+        }
+        let min_k = if ta.dtype == DType::F32 { 8 } else { 16 };
+        if sa[0] < 16 || sb[1] < 8 || sa[1] < min_k {
+            bail!(
+                span,
+                "`mma` tiles are built from 16x8x{min_k} tensor-core steps: M must be at least 16, N at least 8 and K at least {min_k}; found M={}, N={}, K={}",
+                sa[0],
+                sb[1],
+                sa[1]
+            );
+        }
+        Ok(Val::Value(self.push(OpKind::Mma { a, b, acc }, Some(tc), span)))
     }
 
     fn tensor_recv(&mut self, recv: &Expr, load: bool) -> Result<usize> {

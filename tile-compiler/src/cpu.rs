@@ -244,7 +244,11 @@ impl Cx<'_> {
                 let p = usizes(perm);
                 quote!(#cpu::permute(&#a_, #p))
             }
-            OpKind::Convert(a) => {
+            OpKind::Mma { a, b, acc } => {
+            let (a_, b_, c_) = (v(*a), v(*b), v(*acc));
+            quote!(#cpu::mma(&#a_, &#b_, &#c_))
+        }
+        OpKind::Convert(a) => {
                 let a_ = v(*a);
                 quote!(#a_.clone())
             }

@@ -180,6 +180,9 @@ pub enum OpKind {
     },
     /// Same tile, another layout; inserted by the layout pass.
     Convert(ValueId),
+    /// `acc + a @ b` on the tensor cores: a `[M, K]`, b `[K, N]` (f16, bf16,
+    /// or f32 through tf32), acc and result `[M, N]` f32.
+    Mma { a: ValueId, b: ValueId, acc: ValueId },
     /// `for var in lo..hi`, with loop-carried `args` initialised from `inits`
     /// and replaced by `yields` after each iteration; results are the final values.
     For {
@@ -215,7 +218,7 @@ impl OpKind {
                 index.iter().copied().chain([*value]).collect()
             }
             Binary(_, a, b) => vec![*a, *b],
-            Select(c, a, b) => vec![*c, *a, *b],
+            Select(c, a, b) | Mma { a: c, b: a, acc: b } => vec![*c, *a, *b],
             For {
                 lo, hi, inits, yields, ..
             } => [*lo, *hi]
@@ -255,7 +258,7 @@ impl OpKind {
                 *a = f(*a);
                 *b = f(*b);
             }
-            Select(c, a, b) => {
+            Select(c, a, b) | Mma { a: c, b: a, acc: b } => {
                 *c = f(*c);
                 *a = f(*a);
                 *b = f(*b);

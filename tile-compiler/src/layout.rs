@@ -71,6 +71,81 @@ impl Layout {
         }
     }
 
+    /// The accumulator layout of an `[m, n]` `mma` tile: the C fragment of
+    /// `mma.sync.m16n8` repeated over each warp's tile, warps as [`mma_warps`].
+    pub fn mma_acc(m: usize, n: usize, num_warps: u32) -> Layout {
+        let (warp, tm, tn) = mma_warps(m, n, num_warps);
+        let mut reg = vec![(1, 0), (0, 3)];
+        reg.extend((3..log2(tn)).map(|b| (1, b)));
+        reg.extend((4..log2(tm)).map(|b| (0, b)));
+        Layout {
+            shape: vec![m, n],
+            reg,
+            lane: vec![Some((1, 1)), Some((1, 2)), Some((0, 0)), Some((0, 1)), Some((0, 2))],
+            warp,
+        }
+    }
+
+    /// The A-operand layout (`[m, k]`, row-major fragments) of an `mma` whose
+    /// result is `[m, n]`; `tf32` selects the m16n8k8 fragment.
+    pub fn mma_a(m: usize, k: usize, n: usize, num_warps: u32, tf32: bool) -> Layout {
+        let (warp, tm, _) = mma_warps(m, n, num_warps);
+        // Warps along N share A: those warp bits select nothing.
+        let warp = warp.into_iter().map(|w| w.filter(|b| b.0 == 0)).collect();
+        let (mut reg, lane) = if tf32 {
+            (
+                vec![(0, 3), (1, 2)],
+                vec![Some((1, 0)), Some((1, 1)), Some((0, 0)), Some((0, 1)), Some((0, 2))],
+            )
+        } else {
+            (
+                vec![(1, 0), (0, 3), (1, 3)],
+                vec![Some((1, 1)), Some((1, 2)), Some((0, 0)), Some((0, 1)), Some((0, 2))],
+            )
+        };
+        let k0 = if tf32 { 3 } else { 4 };
+        reg.extend((k0..log2(k)).map(|b| (1, b)));
+        reg.extend((4..log2(tm)).map(|b| (0, b)));
+        Layout {
+            shape: vec![m, k],
+            reg,
+            lane,
+            warp,
+        }
+    }
+
+    /// The B-operand layout (`[k, n]`, column fragments) of an `mma` whose
+    /// result is `[m, n]`.
+    pub fn mma_b(k: usize, n: usize, m: usize, num_warps: u32, tf32: bool) -> Layout {
+        let (warp, _, tn) = mma_warps(m, n, num_warps);
+        let warp = warp.into_iter().map(|w| w.filter(|b| b.0 == 1)).collect();
+        let (mut reg, lane) = if tf32 {
+            (
+                vec![(0, 2)],
+                vec![Some((0, 0)), Some((0, 1)), Some((1, 0)), Some((1, 1)), Some((1, 2))],
+            )
+        } else {
+            (
+                vec![(0, 0), (0, 3)],
+                vec![Some((0, 1)), Some((0, 2)), Some((1, 0)), Some((1, 1)), Some((1, 2))],
+            )
+        };
+        reg.extend((3..log2(tn)).map(|b| (1, b)));
+        let k0 = if tf32 { 3 } else { 4 };
+        reg.extend((k0..log2(k)).map(|b| (0, b)));
+        Layout {
+            shape: vec![k, n],
+            reg,
+            lane,
+            warp,
+        }
+    }
+
+    /// The register holding each coordinate in thread 0 (lane 0 of warp 0).
+    pub fn reg_index(&self) -> HashMap<Vec<usize>, usize> {
+        (0..self.num_regs()).map(|r| (self.reg_coord(r), r)).collect()
+    }
+
     pub fn num_regs(&self) -> usize {
         1 << self.reg.len()
     }
@@ -207,6 +282,27 @@ impl Layout {
             .count();
         1 << k
     }
+}
+
+/// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit
+/// the coordinate bit it selects (the highest bits of M or N), and the warp
+/// tile `[tm, tn]` (at least 16 x 8). Splits the longer side first.
+pub fn mma_warps(m: usize, n: usize, num_warps: u32) -> (Vec<Option<Bit>>, usize, usize) {
+    let (mut tm, mut tn) = (m, n);
+    let mut warp = Vec::new();
+    for _ in 0..log2(num_warps as usize) {
+        let split_m = tm / 2 >= 16 && (tm >= tn || tn / 2 < 8);
+        if split_m {
+            warp.push(Some((0, log2(tm) - 1)));
+            tm /= 2;
+        } else if tn / 2 >= 8 {
+            warp.push(Some((1, log2(tn) - 1)));
+            tn /= 2;
+        } else {
+            warp.push(None);
+        }
+    }
+    (warp, tm, tn)
 }
 
 /// The layouts of all tile values of a function, after the pass.
@@ -456,6 +552,25 @@ impl Pass {
                 op.kind.map_operands(|v| mapped[&v]);
                 self.layouts.insert(result.expect("result"), l);
             }
+            OpKind::Mma { a, b, acc } => {
+                let r = result.expect("mma result");
+                let (sa, sb) = (
+                    self.values[*a].shape.clone().expect("tile"),
+                    self.values[*b].shape.clone().expect("tile"),
+                );
+                let (m, k, n) = (sa[0], sa[1], sb[1]);
+                let tf32 = self.values[*a].dtype == crate::dtype::DType::F32;
+                let w = self.num_warps;
+                let (la, lb, lc) = (
+                    Layout::mma_a(m, k, n, w, tf32),
+                    Layout::mma_b(k, n, m, w, tf32),
+                    Layout::mma_acc(m, n, w),
+                );
+                *a = self.materialize(*a, &la, out, span);
+                *b = self.materialize(*b, &lb, out, span);
+                *acc = self.materialize(*acc, &lc, out, span);
+                self.layouts.insert(r, lc);
+            }
             OpKind::Reduce { arg, axis, .. } => {
                 let l = self.natural(*arg);
                 *arg = self.materialize(*arg, &l, out, span);
@@ -697,6 +812,33 @@ mod tests {
                 let cr = r.coord(q, tid);
                 assert_eq!(cr[0] * 64 + cr[1] * 16 + cr[2], flat);
                 assert_eq!(p.coord(q, tid), vec![c[1], c[0]]);
+            }
+        }
+    }
+
+    /// Every element of an mma tile is held exactly once per group of warps
+    /// that needs it (operands are shared across the other dimension).
+    #[test]
+    fn mma_layouts_cover_their_tiles() {
+        for (m, n, k, w, tf32) in [(16, 8, 16, 1, false), (128, 128, 32, 8, false), (64, 32, 16, 4, true), (32, 256, 64, 8, false)] {
+            for (l, copies) in [
+                (Layout::mma_acc(m, n, w), 1),
+                (Layout::mma_a(m, k, n, w, tf32), 0),
+                (Layout::mma_b(k, n, m, w, tf32), 0),
+            ] {
+                let total: usize = l.shape.iter().product();
+                let mut seen = vec![0usize; total];
+                for tid in 0..32 * w as usize {
+                    for r in 0..l.num_regs() {
+                        let c = l.coord(r, tid);
+                        seen[c[0] * l.shape[1] + c[1]] += 1;
+                    }
+                }
+                let first = seen[0];
+                assert!(seen.iter().all(|&s| s == first), "{:?} uneven: {seen:?}", l.shape);
+                if copies == 1 {
+                    assert_eq!(first, 1, "the accumulator is not replicated");
+                }
             }
         }
     }

@@ -94,6 +94,18 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     if let Some(h) = hint {
         return h;
     }
+    // Tensor-core kernels: one warp per 2048 accumulator elements, at most 8
+    // (a 128x128 tile gives each of 8 warps a 64x32 tile).
+    let mma_elems = all_ops(&func.body)
+        .iter()
+        .filter_map(|op| match &op.kind {
+            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.as_ref().map(|s| s.iter().product::<usize>()),
+            _ => None,
+        })
+        .max();
+    if let Some(e) = mma_elems {
+        return (e / 2048).clamp(1, 8) as u32;
+    }
     let max = func
         .tile_shapes()
         .map(|s| s.iter().product::<usize>())

@@ -11,7 +11,7 @@ fn compile(attr: &str, src: &str) -> CompiledKernel {
     }
 }
 
-fn ptx<'a>(k: &'a CompiledKernel, vectorized: bool) -> &'a str {
+fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
     &k.variants
         .iter()
         .find(|v| v.vectorized == vectorized)

@@ -10,12 +10,14 @@ pub mod attention;
 pub mod elementwise;
 pub mod embedding;
 pub mod linear;
+pub mod matmul;
 pub mod norm;
 pub mod softmax;
 
 /// Every kernel of this library (also listed by `tile::registered_kernels`).
-pub fn kernels() -> [&'static tile::KernelSpec; 11] {
+pub fn kernels() -> [&'static tile::KernelSpec; 12] {
     [
+        &matmul::matmul::KERNEL,
         &attention::causal_attention::KERNEL,
         &linear::linear::KERNEL,
         &elementwise::add::KERNEL,

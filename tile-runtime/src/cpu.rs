@@ -227,6 +227,25 @@ pub enum Reduction {
     Min,
 }
 
+/// `acc + a @ b` for `a: [m, k]`, `b: [k, n]`, `acc: [m, n]`, products summed in f64.
+pub fn mma<T: ops::Scalar>(a: &Tile<T>, b: &Tile<T>, acc: &Tile<f32>) -> Tile<f32> {
+    let (m, k, n) = (a.shape[0], a.shape[1], b.shape[1]);
+    let mut data = acc.data.clone();
+    for i in 0..m {
+        for j in 0..n {
+            let mut s = 0.0f64;
+            for p in 0..k {
+                s += a.data[i * k + p].to_f64() * b.data[p * n + j].to_f64();
+            }
+            data[i * n + j] = (data[i * n + j] as f64 + s) as f32;
+        }
+    }
+    Tile {
+        shape: vec![m, n],
+        data,
+    }
+}
+
 /// Calls `f(base)` for each result element of a reduction along `axis`, in
 /// row-major order; its elements are at `base + i * stride(axis)`. Returns
 /// the result's shape (the axis kept with size 1).

@@ -146,6 +146,11 @@ impl Stream {
         &self.inner
     }
 
+    /// The underlying `cudarc` stream, for interoperating with CUDA libraries.
+    pub fn as_cudarc(&self) -> &Arc<CudaStream> {
+        &self.inner
+    }
+
     /// Waits for everything queued on the stream.
     pub fn synchronize(&self) -> Result<()> {
         self.inner

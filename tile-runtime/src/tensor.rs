@@ -41,6 +41,17 @@ impl<T: Element> Tensor<T> {
         self.len() == 0
     }
 
+    /// The underlying `cudarc` buffer, for interoperating with CUDA libraries
+    /// (cuBLAS, NCCL): elements in row-major order with [`Tensor::strides`].
+    pub fn as_cudarc(&self) -> &CudaSlice<T> {
+        &self.buf
+    }
+
+    /// The underlying `cudarc` buffer, writable.
+    pub fn as_cudarc_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.buf
+    }
+
     /// The same buffer seen with another contiguous shape of equal size.
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor<T>> {
         let n: usize = shape.iter().product();

@@ -1,0 +1,133 @@
+//! Our tensor-core matmul against cuBLAS, same inputs, same process, same
+//! GPU: TFLOP/s and the ratio, for bf16, f16 and tf32 (f32 inputs).
+//!
+//! ```text
+//! cargo bench --no-run            # then run the printed benches/matmul binary on the GPU machine
+//! ```
+//!
+//! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
+//! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
+//! shape and the best is reported (the specialization a tuner would pick).
+
+use cudarc::cublas::{sys, CudaBlas, Gemm, GemmConfig};
+use tile::{bf16, f16, Element, Stream, Tensor};
+use tile_kernels::matmul;
+
+const REPS: usize = 10;
+
+fn median_ms(s: &Stream, mut f: impl FnMut()) -> f64 {
+    f();
+    let mut times: Vec<f64> = (0..REPS)
+        .map(|_| {
+            let a = s.record().unwrap();
+            f();
+            let b = s.record().unwrap();
+            a.elapsed_ms(&b).unwrap() as f64
+        })
+        .collect();
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[REPS / 2]
+}
+
+fn random<T: Element>(s: &Stream, shape: &[usize], seed: u64, of: impl Fn(f32) -> T) -> Tensor<T> {
+    let n: usize = shape.iter().product();
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let data: Vec<T> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            of((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
+        })
+        .collect();
+    s.upload_slice(&data, shape).unwrap()
+}
+
+/// Best of our tile shapes: milliseconds and the tile.
+fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
+    let (m, n) = (a.shape()[0], b.shape()[1]);
+    let mut best = (f64::INFINITY, "");
+    for (bm, bn, name) in [(128, 128, "128x128"), (64, 128, "64x128"), (64, 64, "64x64")] {
+        let grid = matmul::grid(m, n, bm, bn);
+        let ms = median_ms(s, || {
+            match (bm, bn) {
+                (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, a, b, c),
+                (64, 128) => matmul::matmul::launch::<T, 64, 128, 32>(s, grid, a, b, c),
+                _ => matmul::matmul::launch::<T, 64, 64, 32>(s, grid, a, b, c),
+            }
+            .unwrap()
+        });
+        if ms < best.0 {
+            best = (ms, name);
+        }
+    }
+    best
+}
+
+/// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major terms.
+fn cublas<T: Element>(s: &Stream, blas: &CudaBlas, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>, one: T, zero: T) -> f64
+where
+    CudaBlas: Gemm<T>,
+{
+    let (m, k, n) = (a.shape()[0] as i32, a.shape()[1] as i32, b.shape()[1] as i32);
+    let cfg = GemmConfig {
+        transa: sys::cublasOperation_t::CUBLAS_OP_N,
+        transb: sys::cublasOperation_t::CUBLAS_OP_N,
+        m: n,
+        n: m,
+        k,
+        alpha: one,
+        lda: n,
+        ldb: k,
+        beta: zero,
+        ldc: n,
+    };
+    median_ms(s, || unsafe {
+        blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()).unwrap();
+    })
+}
+
+fn case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize, usize, usize), of: fn(f32) -> T)
+where
+    CudaBlas: Gemm<T>,
+{
+    let a = random(s, &[m, k], 1, of);
+    let b = random(s, &[k, n], 2, of);
+    let mut c = s.zeros::<T>(&[m, n]).unwrap();
+    let (ms, tile) = ours(s, &a, &b, &mut c);
+    let ms_blas = cublas(s, blas, &a, &b, &mut c, of(1.0), of(0.0));
+    let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
+    println!(
+        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>8.1} TFLOP/s ({tile:>7})  cuBLAS {:>8.1} TFLOP/s  ratio {:.3}",
+        tflops(ms),
+        tflops(ms_blas),
+        ms_blas / ms
+    );
+}
+
+fn main() {
+    let Some(device) = tile::testing::gpu_or_skip("matmul bench") else { return };
+    let s = device.stream();
+    let blas = CudaBlas::new(s.as_cudarc().clone()).expect("cuBLAS (libcublas) loads");
+    println!("{}", device.name());
+    let shapes = [
+        (4096, 4096, 4096),
+        (8192, 8192, 8192),
+        (8192, 768, 2304),
+        (8192, 768, 768),
+        (8192, 768, 3072),
+        (8192, 3072, 768),
+        (8192, 768, 50257),
+    ];
+    for shape in shapes {
+        case::<bf16>(&s, &blas, "bf16", shape, bf16::from_f32);
+    }
+    for shape in shapes {
+        case::<f16>(&s, &blas, "f16", shape, f16::from_f32);
+    }
+    // tf32: f32 inputs on the tensor cores, for cuBLAS too.
+    unsafe { sys::cublasSetMathMode(*blas.handle(), sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH) };
+    for shape in shapes {
+        case::<f32>(&s, &blas, "tf32", shape, |x| x);
+    }
+}
