@@ -1422,10 +1422,16 @@ impl<'k> Checker<'k> {
     fn mma(&mut self, a: ValueId, b: ValueId, acc: ValueId, spans: [Span; 3], span: Span) -> Result<Val> {
         let (ta, tb, tc) = (self.ty(a).clone(), self.ty(b).clone(), self.ty(acc).clone());
         let (Some(sa), Some(sb), Some(sc)) = (&ta.shape, &tb.shape, &tc.shape) else {
-            bail!(span, "`mma` takes three tiles: a [M, K], b [K, N] and the accumulator [M, N]");
+            bail!(
+                span,
+                "`mma` takes three tiles: a [M, K], b [K, N] and the accumulator [M, N]"
+            );
         };
         if sa.len() != 2 || sb.len() != 2 || sc.len() != 2 {
-            bail!(span, "`mma` multiplies 2-D tiles: a [M, K], b [K, N], acc [M, N]; found {sa:?}, {sb:?}, {sc:?}");
+            bail!(
+                span,
+                "`mma` multiplies 2-D tiles: a [M, K], b [K, N], acc [M, N]; found {sa:?}, {sb:?}, {sc:?}"
+            );
         }
         if ta.dtype != tb.dtype {
             bail!(
@@ -1437,7 +1443,11 @@ impl<'k> Checker<'k> {
             );
         }
         if !matches!(ta.dtype, DType::F16 | DType::BF16 | DType::F32) {
-            bail!(spans[0], "`mma` multiplies f16, bf16 or f32 (as tf32) tiles, not {}", ta.dtype);
+            bail!(
+                spans[0],
+                "`mma` multiplies f16, bf16 or f32 (as tf32) tiles, not {}",
+                ta.dtype
+            );
         }
         if tc.dtype != DType::F32 {
             bail!(
@@ -1453,7 +1463,12 @@ impl<'k> Checker<'k> {
             );
         }
         if sc[0] != sa[0] || sc[1] != sb[1] {
-            bail!(spans[2], "the accumulator is {sc:?} but a {sa:?} times b {sb:?} is [{}, {}]", sa[0], sb[1]);
+            bail!(
+                spans[2],
+                "the accumulator is {sc:?} but a {sa:?} times b {sb:?} is [{}, {}]",
+                sa[0],
+                sb[1]
+            );
         }
         let min_k = if ta.dtype == DType::F32 { 8 } else { 16 };
         if sa[0] < 16 || sb[1] < 8 || sa[1] < min_k {

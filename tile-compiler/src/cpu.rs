@@ -245,10 +245,10 @@ impl Cx<'_> {
                 quote!(#cpu::permute(&#a_, #p))
             }
             OpKind::Mma { a, b, acc } => {
-            let (a_, b_, c_) = (v(*a), v(*b), v(*acc));
-            quote!(#cpu::mma(&#a_, &#b_, &#c_))
-        }
-        OpKind::Convert(a) => {
+                let (a_, b_, c_) = (v(*a), v(*b), v(*acc));
+                quote!(#cpu::mma(&#a_, &#b_, &#c_))
+            }
+            OpKind::Convert(a) => {
                 let a_ = v(*a);
                 quote!(#a_.clone())
             }

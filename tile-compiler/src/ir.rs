@@ -182,7 +182,11 @@ pub enum OpKind {
     Convert(ValueId),
     /// `acc + a @ b` on the tensor cores: a `[M, K]`, b `[K, N]` (f16, bf16,
     /// or f32 through tf32), acc and result `[M, N]` f32.
-    Mma { a: ValueId, b: ValueId, acc: ValueId },
+    Mma {
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+    },
     /// `for var in lo..hi`, with loop-carried `args` initialised from `inits`
     /// and replaced by `yields` after each iteration; results are the final values.
     For {

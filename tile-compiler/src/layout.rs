@@ -334,6 +334,7 @@ pub fn assign_layouts(func: &mut Func) -> Layouts {
             cache: vec![HashMap::new()],
             preferred,
             conversions: Vec::new(),
+            operand_layouts: Vec::new(),
         };
         let body = pass.block(func.body.clone());
         (pass, body)
@@ -342,7 +343,13 @@ pub fn assign_layouts(func: &mut Func) -> Layouts {
     let mut defs = HashMap::new();
     collect_defs(&func.body, &mut defs);
     let mut preferred = HashMap::new();
-    for (v, l) in &first.conversions {
+    // Tensor-core operands are not loaded in their fragment layouts: they go
+    // through shared memory from coalesced 16-byte loads instead.
+    for (v, l) in first
+        .conversions
+        .iter()
+        .filter(|(_, l)| !first.operand_layouts.contains(l))
+    {
         if let Some((load, layout)) = trace_to_load(*v, l.clone(), &defs, &func.values) {
             preferred.entry(load).or_insert(layout);
         }
@@ -400,6 +407,8 @@ struct Pass {
     preferred: HashMap<ValueId, Layout>,
     /// Every conversion inserted: (value, wanted layout).
     conversions: Vec<(ValueId, Layout)>,
+    /// The fragment layouts of `mma` operands.
+    operand_layouts: Vec<Layout>,
 }
 
 impl Pass {
@@ -566,6 +575,7 @@ impl Pass {
                     Layout::mma_b(k, n, m, w, tf32),
                     Layout::mma_acc(m, n, w),
                 );
+                self.operand_layouts.extend([la.clone(), lb.clone()]);
                 *a = self.materialize(*a, &la, out, span);
                 *b = self.materialize(*b, &lb, out, span);
                 *acc = self.materialize(*acc, &lc, out, span);
@@ -820,7 +830,12 @@ mod tests {
     /// that needs it (operands are shared across the other dimension).
     #[test]
     fn mma_layouts_cover_their_tiles() {
-        for (m, n, k, w, tf32) in [(16, 8, 16, 1, false), (128, 128, 32, 8, false), (64, 32, 16, 4, true), (32, 256, 64, 8, false)] {
+        for (m, n, k, w, tf32) in [
+            (16, 8, 16, 1, false),
+            (128, 128, 32, 8, false),
+            (64, 32, 16, 4, true),
+            (32, 256, 64, 8, false),
+        ] {
             for (l, copies) in [
                 (Layout::mma_acc(m, n, w), 1),
                 (Layout::mma_a(m, k, n, w, tf32), 0),

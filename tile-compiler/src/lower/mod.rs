@@ -15,6 +15,15 @@ use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
 use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::HashMap;
 
+mod tensor_core;
+
+/// Which operand of an `mma` a value is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operand {
+    A,
+    B,
+}
+
 /// Static shared memory a kernel may declare.
 pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 
@@ -46,7 +55,9 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         specials: HashMap::new(),
         shared_bytes: 0,
         labels: 0,
+        operands: HashMap::new(),
     };
+    l.find_operands(&func.body);
     let threads = func.num_warps * 32;
     let params = l.params(entry_name);
     l.ops(&func.body)?;
@@ -106,6 +117,8 @@ struct Lower<'a> {
     specials: HashMap<String, String>,
     shared_bytes: usize,
     labels: usize,
+    /// Values that are `mma` operands, converted into fragment layouts.
+    operands: HashMap<ValueId, Operand>,
 }
 
 /// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
@@ -1016,6 +1029,11 @@ impl<'a> Lower<'a> {
         if let Some(perm) = la.register_permutation(lb) {
             return perm.into_iter().map(|r| src[r].clone()).collect();
         }
+        if let Some(role) = self.operands.get(&result).copied() {
+            if let Some(regs) = self.stage_operand(arg, result, role) {
+                return regs;
+            }
+        }
         let dtype = self.dtype(arg);
         let (class, ty, bytes) = match dtype {
             DType::F16 | DType::BF16 => (RegClass::B16, "b16", 2),
@@ -1052,80 +1070,6 @@ impl<'a> Lower<'a> {
                 }
             })
             .collect()
-    }
-
-    // ---- tensor cores -------------------------------------------------------------
-
-    /// `acc + a @ b` as `mma.sync` steps of 16x8x16 (16x8x8 for tf32) over
-    /// each warp's tile. Operands are in the fragment layouts of
-    /// [`Layout::mma_a`] / [`Layout::mma_b`] and the result in `acc`'s.
-    fn mma(&mut self, a: ValueId, b: ValueId, acc: ValueId) -> Vec<String> {
-        let (la, lb, lc) = (self.layout(a), self.layout(b), self.layout(acc));
-        let dtype = self.dtype(a);
-        let tf32 = dtype == DType::F32;
-        let (m, k, n) = (la.shape[0], la.shape[1], lb.shape[1]);
-        let (_, tm, tn) = crate::layout::mma_warps(m, n, self.func.num_warps);
-        let step_k = if tf32 { 8 } else { 16 };
-        let (ia, ib, ic) = (la.reg_index(), lb.reg_index(), lc.reg_index());
-        let (ra, rb) = (self.regs_of(a), self.regs_of(b));
-        let mut out = self.regs_of(acc);
-        // Fragment element offsets (row, col) at lane 0, per PTX's mma.sync layouts.
-        let (a_frag, b_frag): (&[(usize, usize)], &[(usize, usize)]) = if tf32 {
-            (&[(0, 0), (8, 0), (0, 4), (8, 4)], &[(0, 0), (4, 0)])
-        } else {
-            (
-                &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)],
-                &[(0, 0), (1, 0), (8, 0), (9, 0)],
-            )
-        };
-        let c_frag = [(0, 0), (0, 1), (8, 0), (8, 1)];
-        // Operand registers as the tensor cores take them: pairs of halves
-        // packed into 32 bits, or f32 rounded to tf32.
-        let mut pack = |lower: &mut Self, regs: &[String], frag: &[(usize, usize)], index: &HashMap<Vec<usize>, usize>, base: (usize, usize)| -> Vec<String> {
-            let at = |(dr, dc): (usize, usize)| regs[index[&vec![base.0 + dr, base.1 + dc]]].clone();
-            if tf32 {
-                frag.iter()
-                    .map(|&o| {
-                        let t = lower.reg(RegClass::B32);
-                        lower.emit(format!("cvt.rna.tf32.f32 {t}, {};", at(o)));
-                        t
-                    })
-                    .collect()
-            } else {
-                frag.chunks(2)
-                    .map(|p| {
-                        let t = lower.reg(RegClass::B32);
-                        lower.emit(format!("mov.b32 {t}, {{{}, {}}};", at(p[0]), at(p[1])));
-                        t
-                    })
-                    .collect()
-            }
-        };
-        let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
-        let ty = arith_type(if tf32 { DType::F32 } else { dtype });
-        let ty = if tf32 { "tf32" } else { ty };
-        for ks in 0..k / step_k {
-            let a_frags: Vec<Vec<String>> = (0..tm / 16).map(|mi| pack(self, &ra, a_frag, &ia, (mi * 16, ks * step_k))).collect();
-            let b_frags: Vec<Vec<String>> = (0..tn / 8).map(|ni| pack(self, &rb, b_frag, &ib, (ks * step_k, ni * 8))).collect();
-            for (mi, af) in a_frags.iter().enumerate() {
-                for (ni, bf) in b_frags.iter().enumerate() {
-                    let slots: Vec<usize> = c_frag.iter().map(|&(dr, dc)| ic[&vec![mi * 16 + dr, ni * 8 + dc]]).collect();
-                    let c: Vec<String> = slots.iter().map(|&i| out[i].clone()).collect();
-                    let d: Vec<String> = (0..4).map(|_| self.reg(RegClass::F32)).collect();
-                    self.emit(format!(
-                        "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{}}}, {{{}}}, {{{}}}, {{{}}};",
-                        d.join(", "),
-                        af.join(", "),
-                        bf.join(", "),
-                        c.join(", ")
-                    ));
-                    for (&i, r) in slots.iter().zip(d) {
-                        out[i] = r;
-                    }
-                }
-            }
-        }
-        out
     }
 
     // ---- reductions ------------------------------------------------------------

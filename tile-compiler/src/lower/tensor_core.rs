@@ -1,0 +1,267 @@
+//! Tensor cores: `mma.sync` over fragment layouts, and moving operand tiles
+//! into those layouts through swizzled shared memory with `ldmatrix`.
+
+use super::{Lower, Operand};
+use crate::dtype::DType;
+use crate::ir::*;
+use crate::layout::Layout;
+use crate::ptx::{RegClass, arith_type};
+use std::collections::HashMap;
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a shared tile whose
+/// rows are `row_bytes` long, XOR-swizzled so that eight consecutive rows at
+/// one chunk (what `ldmatrix` reads) and eight consecutive chunks (what a
+/// quarter-warp stores) fall in distinct banks.
+struct Swizzle {
+    row_bytes: usize,
+}
+
+impl Swizzle {
+    fn rows_per_line(&self) -> usize {
+        (128 / self.row_bytes).max(1)
+    }
+
+    fn phases(&self) -> usize {
+        (self.row_bytes / 16).min(8)
+    }
+}
+
+impl Lower<'_> {
+    /// Records which values are `mma` operands.
+    pub(super) fn find_operands(&mut self, ops: &[Op]) {
+        for op in ops {
+            if let OpKind::Mma { a, b, .. } = op.kind {
+                self.operands.insert(a, Operand::A);
+                self.operands.insert(b, Operand::B);
+            }
+            for body in op.kind.bodies() {
+                self.find_operands(body);
+            }
+        }
+    }
+
+    /// `row * row_bytes + (chunk ^ phase(row)) * 16 + base` for register values.
+    fn swizzled(&mut self, base: &str, row: &str, chunk: &str, sw: &Swizzle) -> String {
+        let phase = self.reg(RegClass::B32);
+        self.emit(format!(
+            "shr.u32 {phase}, {row}, {};",
+            sw.rows_per_line().trailing_zeros()
+        ));
+        self.emit(format!("and.b32 {phase}, {phase}, {};", sw.phases() - 1));
+        let c = self.reg(RegClass::B32);
+        self.emit(format!("xor.b32 {c}, {chunk}, {phase};"));
+        let a = self.reg(RegClass::B32);
+        self.emit(format!("shl.b32 {a}, {c}, 4;"));
+        self.emit(format!("mad.lo.s32 {a}, {row}, {}, {a};", sw.row_bytes));
+        self.emit(format!("add.s32 {a}, {a}, {base};"));
+        a
+    }
+
+    /// `reg + k` (or `k`) as a register.
+    fn plus(&mut self, reg: &Option<String>, k: usize) -> String {
+        let d = self.reg(RegClass::B32);
+        match reg {
+            Some(r) => self.emit(format!("add.s32 {d}, {r}, {k};")),
+            None => self.emit(format!("mov.b32 {d}, {k};")),
+        }
+        d
+    }
+
+    /// Moves a 16-bit operand tile from a layout with 16-byte runs into its
+    /// `mma` fragment layout: vector stores into swizzled shared memory, then
+    /// `ldmatrix` (transposing where the fragment pairs run across the stored
+    /// rows). `None` when the source has no such runs.
+    pub(super) fn stage_operand(&mut self, arg: ValueId, result: ValueId, role: Operand) -> Option<Vec<String>> {
+        let (la, lb) = (self.layout(arg), self.layout(result));
+        let dtype = self.dtype(arg);
+        if !dtype.is_half() {
+            return None;
+        }
+        // The stored orientation: rows run along the source's contiguous dimension.
+        let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 8)?;
+        let other = 1 - contiguous;
+        let (rows, cols) = (lb.shape[other], lb.shape[contiguous]);
+        let sw = Swizzle { row_bytes: cols * 2 };
+        if cols < 8 {
+            return None;
+        }
+        self.shared_bytes = self.shared_bytes.max(rows * cols * 2);
+        let base = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {base}, smem;"));
+
+        // Stores: eight consecutive elements per 16-byte chunk.
+        let src = self.regs_of(arg);
+        let tc = self.coords(la);
+        let owner = self.owner_pred(la.replicated_mask());
+        self.emit("bar.sync 0;");
+        for first in (0..la.num_regs()).step_by(8) {
+            let c = la.reg_coord(first);
+            let row = self.plus(&tc[other], c[other]);
+            let col = self.plus(&tc[contiguous], c[contiguous]);
+            let chunk = self.reg(RegClass::B32);
+            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            let a = self.swizzled(&base, &row, &chunk, &sw);
+            let words: Vec<String> = src[first..first + 8]
+                .chunks(2)
+                .map(|p| {
+                    let w = self.reg(RegClass::B32);
+                    self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                    w
+                })
+                .collect();
+            let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
+            self.emit(format!("{guard}st.shared.v4.b32 [{a}], {{{}}};", words.join(", ")));
+        }
+        self.emit("bar.sync 0;");
+
+        // Loads: each fragment register pair is an 8x8 block; ldmatrix gives
+        // lane t the pair at (t / 4, 2 (t % 4)) of the block, along the
+        // fragment's pair direction (K for both operands).
+        let pair_dim = match role {
+            Operand::A => 1,
+            Operand::B => 0,
+        };
+        let trans = if pair_dim == contiguous { "" } else { ".trans" };
+        let warp_only = Layout {
+            lane: vec![None; lb.lane.len()],
+            ..lb.clone()
+        };
+        let wc = self.coords(&warp_only);
+        let lane = self.reg(RegClass::B32);
+        self.emit(format!("and.b32 {lane}, {}, 31;", self.tid));
+        let (block, row8) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+        self.emit(format!("shr.u32 {block}, {lane}, 3;"));
+        self.emit(format!("and.b32 {row8}, {lane}, 7;"));
+        let pairs: Vec<usize> = (0..lb.num_regs()).step_by(2).collect();
+        let mut out = vec![String::new(); lb.num_regs()];
+        for group in pairs.chunks(4) {
+            // Lane 8j + i addresses row i of block j of this group.
+            let origin = |r: usize| -> (usize, usize) {
+                let c = lb.reg_coord(r);
+                (c[other], c[contiguous])
+            };
+            let pick = |lower: &mut Self, values: Vec<usize>| -> String {
+                let d = lower.reg(RegClass::B32);
+                lower.emit(format!("mov.b32 {d}, {};", values[0]));
+                for (j, v) in values.iter().enumerate().skip(1) {
+                    let p = lower.reg(RegClass::Pred);
+                    lower.emit(format!("setp.eq.u32 {p}, {block}, {j};"));
+                    lower.emit(format!("selp.b32 {d}, {v}, {d}, {p};"));
+                }
+                d
+            };
+            let row_origin = pick(self, group.iter().map(|&r| origin(r).0).collect());
+            let col_origin = pick(self, group.iter().map(|&r| origin(r).1).collect());
+            let row = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {row}, {row_origin}, {row8};"));
+            if let Some(w) = &wc[other] {
+                self.emit(format!("add.s32 {row}, {row}, {w};"));
+            }
+            let col = self.reg(RegClass::B32);
+            match &wc[contiguous] {
+                Some(w) => self.emit(format!("add.s32 {col}, {col_origin}, {w};")),
+                None => self.emit(format!("mov.b32 {col}, {col_origin};")),
+            }
+            let chunk = self.reg(RegClass::B32);
+            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            let a = self.swizzled(&base, &row, &chunk, &sw);
+            let words: Vec<String> = group.iter().map(|_| self.reg(RegClass::B32)).collect();
+            self.emit(format!(
+                "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{a}];",
+                group.len(),
+                words.join(", ")
+            ));
+            for (&r, w) in group.iter().zip(&words) {
+                let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+                self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                out[r] = lo;
+                out[r + 1] = hi;
+            }
+        }
+        Some(out)
+    }
+
+    /// `acc + a @ b` as `mma.sync` steps of 16x8x16 (16x8x8 for tf32) over
+    /// each warp's tile. Operands are in the fragment layouts of
+    /// [`Layout::mma_a`] / [`Layout::mma_b`] and the result in `acc`'s.
+    pub(super) fn mma(&mut self, a: ValueId, b: ValueId, acc: ValueId) -> Vec<String> {
+        let (la, lb, lc) = (self.layout(a), self.layout(b), self.layout(acc));
+        let dtype = self.dtype(a);
+        let tf32 = dtype == DType::F32;
+        let (m, k, n) = (la.shape[0], la.shape[1], lb.shape[1]);
+        let (_, tm, tn) = crate::layout::mma_warps(m, n, self.func.num_warps);
+        let step_k = if tf32 { 8 } else { 16 };
+        let (ia, ib, ic) = (la.reg_index(), lb.reg_index(), lc.reg_index());
+        let (ra, rb) = (self.regs_of(a), self.regs_of(b));
+        let mut out = self.regs_of(acc);
+        // Fragment element offsets (row, col) at lane 0, per PTX's mma.sync layouts.
+        let (a_frag, b_frag): (&[(usize, usize)], &[(usize, usize)]) = if tf32 {
+            (&[(0, 0), (8, 0), (0, 4), (8, 4)], &[(0, 0), (4, 0)])
+        } else {
+            (
+                &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)],
+                &[(0, 0), (1, 0), (8, 0), (9, 0)],
+            )
+        };
+        let c_frag = [(0, 0), (0, 1), (8, 0), (8, 1)];
+        // Operand registers as the tensor cores take them: pairs of halves
+        // packed into 32 bits, or f32 rounded to tf32.
+        let pack = |lower: &mut Self,
+                    regs: &[String],
+                    frag: &[(usize, usize)],
+                    index: &HashMap<Vec<usize>, usize>,
+                    base: (usize, usize)|
+         -> Vec<String> {
+            let at = |(dr, dc): (usize, usize)| regs[index[&vec![base.0 + dr, base.1 + dc]]].clone();
+            if tf32 {
+                frag.iter()
+                    .map(|&o| {
+                        let t = lower.reg(RegClass::B32);
+                        lower.emit(format!("cvt.rna.tf32.f32 {t}, {};", at(o)));
+                        t
+                    })
+                    .collect()
+            } else {
+                frag.chunks(2)
+                    .map(|p| {
+                        let t = lower.reg(RegClass::B32);
+                        lower.emit(format!("mov.b32 {t}, {{{}, {}}};", at(p[0]), at(p[1])));
+                        t
+                    })
+                    .collect()
+            }
+        };
+        let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
+        let ty = arith_type(if tf32 { DType::F32 } else { dtype });
+        let ty = if tf32 { "tf32" } else { ty };
+        for ks in 0..k / step_k {
+            let a_frags: Vec<Vec<String>> = (0..tm / 16)
+                .map(|mi| pack(self, &ra, a_frag, &ia, (mi * 16, ks * step_k)))
+                .collect();
+            let b_frags: Vec<Vec<String>> = (0..tn / 8)
+                .map(|ni| pack(self, &rb, b_frag, &ib, (ks * step_k, ni * 8)))
+                .collect();
+            for (mi, af) in a_frags.iter().enumerate() {
+                for (ni, bf) in b_frags.iter().enumerate() {
+                    let slots: Vec<usize> = c_frag
+                        .iter()
+                        .map(|&(dr, dc)| ic[&vec![mi * 16 + dr, ni * 8 + dc]])
+                        .collect();
+                    let c: Vec<String> = slots.iter().map(|&i| out[i].clone()).collect();
+                    let d: Vec<String> = (0..4).map(|_| self.reg(RegClass::F32)).collect();
+                    self.emit(format!(
+                        "mma.sync.aligned.{shape}.row.col.f32.{ty}.{ty}.f32 {{{}}}, {{{}}}, {{{}}}, {{{}}};",
+                        d.join(", "),
+                        af.join(", "),
+                        bf.join(", "),
+                        c.join(", ")
+                    ));
+                    for (&i, r) in slots.iter().zip(d) {
+                        out[i] = r;
+                    }
+                }
+            }
+        }
+        out
+    }
+}
