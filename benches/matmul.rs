@@ -9,8 +9,8 @@
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
 //! shape and the best is reported (the specialization a tuner would pick).
 
-use cudarc::cublas::{sys, CudaBlas, Gemm, GemmConfig};
-use tile::{bf16, f16, Element, Stream, Tensor};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
+use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::matmul;
 
 const REPS: usize = 10;
@@ -65,7 +65,15 @@ fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>)
 }
 
 /// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major terms.
-fn cublas<T: Element>(s: &Stream, blas: &CudaBlas, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>, one: T, zero: T) -> f64
+fn cublas<T: Element>(
+    s: &Stream,
+    blas: &CudaBlas,
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &mut Tensor<T>,
+    one: T,
+    zero: T,
+) -> f64
 where
     CudaBlas: Gemm<T>,
 {
@@ -106,7 +114,9 @@ where
 }
 
 fn main() {
-    let Some(device) = tile::testing::gpu_or_skip("matmul bench") else { return };
+    let Some(device) = tile::testing::gpu_or_skip("matmul bench") else {
+        return;
+    };
     let s = device.stream();
     let blas = CudaBlas::new(s.as_cudarc().clone()).expect("cuBLAS (libcublas) loads");
     println!("{}", device.name());

@@ -205,5 +205,7 @@ fn matmul_on_the_tensor_core_path_matches_f64() {
 }
 
 fn transpose(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
-    (0..cols).flat_map(|j| (0..rows).map(move |i| x[i * cols + j])).collect()
+    (0..cols)
+        .flat_map(|j| (0..rows).map(move |i| x[i * cols + j]))
+        .collect()
 }

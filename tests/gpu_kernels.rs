@@ -344,9 +344,18 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
 
 #[test]
 fn matmul_on_tensor_cores_matches_cpu_reference() {
-    let Some((_, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else { return };
+    let Some((_, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else {
+        return;
+    };
     let mut rng = Rng::new(17);
-    for (m, n, k) in [(1, 1, 1), (16, 8, 16), (70, 45, 33), (128, 128, 20), (200, 300, 130), (257, 129, 512)] {
+    for (m, n, k) in [
+        (1, 1, 1),
+        (16, 8, 16),
+        (70, 45, 33),
+        (128, 128, 20),
+        (200, 300, 130),
+        (257, 129, 512),
+    ] {
         matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
         matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
         // f32 inputs multiply as tf32 (10-bit mantissa): about 3e-4 relative.

@@ -29,6 +29,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
         ptx,
         threads,
         shared_bytes,
+        dynamic_shared_bytes,
         ..
     } = v;
     quote! {
@@ -39,6 +40,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             entry: #entry,
             threads: #threads,
             shared_bytes: #shared_bytes,
+            dynamic_shared_bytes: #dynamic_shared_bytes,
             ptx: #ptx,
         }
     }

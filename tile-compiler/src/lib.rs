@@ -41,6 +41,7 @@ pub struct Variant {
     pub ptx: String,
     pub threads: u32,
     pub shared_bytes: usize,
+    pub dynamic_shared_bytes: usize,
 }
 
 impl Variant {
@@ -201,6 +202,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     ptx: lowered.text,
                     threads: lowered.threads,
                     shared_bytes: lowered.shared_bytes,
+                    dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                 });
             }
             funcs.push(Specialization {

@@ -157,10 +157,15 @@ pub fn entry(
     threads: u32,
     regs: &Regs,
     shared_bytes: usize,
+    dynamic_shared: bool,
     prologue: &[String],
     code: &[String],
 ) -> String {
     let mut s = String::new();
+    if dynamic_shared {
+        // Dynamic shared memory: sized at launch, declared at module scope.
+        writeln!(s, ".extern .shared .align 128 .b8 {name}_dyn_smem[];\n").expect("write");
+    }
     writeln!(s, ".visible .entry {name}(").expect("write");
     let ps: Vec<String> = params
         .iter()
@@ -172,6 +177,7 @@ pub fn entry(
     if shared_bytes > 0 {
         writeln!(s, "\t.shared .align 16 .b8 smem[{shared_bytes}];").expect("write");
     }
+
     s.push('\n');
     for line in prologue.iter().chain(code) {
         if line.ends_with(':') {

@@ -173,3 +173,29 @@ fn half_precision_is_computed_in_f32_and_rounded() {
     // Eight bf16 per thread move as one 16-byte vector.
     assert!(p.contains("ld.global.nc.v4.b32"));
 }
+
+#[test]
+fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
+    let k = compile(
+        "BM = [128], BN = [128], BK = [32]",
+        "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
+            let m = block_id(1);
+            let n = block_id(0);
+            let mut acc = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(1), BK) {
+                acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
+            }
+            c.store([m, n], acc.cast::<bf16>());
+        }",
+    );
+    let v = ptx(&k, true);
+    assert!(v.contains("cp.async.cg.shared.global") && v.contains("cp.async.wait_group"));
+    assert!(v.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
+    assert!(
+        v.contains("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"),
+        "B is read transposed"
+    );
+    assert!(v.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    // The scalar variant can't use 16-byte copies: it stages through registers.
+    assert!(!ptx(&k, false).contains("cp.async"));
+}

@@ -125,6 +125,14 @@ impl Device {
         let f = module
             .load_function(v.entry)
             .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+        // Past 48 KiB, dynamic shared memory must be allowed explicitly.
+        if v.dynamic_shared_bytes + v.shared_bytes > 48 * 1024 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                v.dynamic_shared_bytes as i32,
+            )
+            .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
+        }
         cache.insert(key, f.clone());
         Ok(f)
     }

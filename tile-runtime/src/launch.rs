@@ -179,7 +179,7 @@ pub fn launch(
     let cfg = LaunchConfig {
         grid_dim: (grid.x, grid.y, grid.z),
         block_dim: (variant.threads, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: variant.dynamic_shared_bytes as u32,
     };
     // SAFETY: the arguments match the entry's parameter list (generated from
     // the same spec), every tensor was checked to be addressable with 32-bit

@@ -45,6 +45,8 @@ pub struct VariantSpec {
     pub threads: u32,
     /// Static shared memory the entry declares.
     pub shared_bytes: usize,
+    /// Dynamic shared memory to launch with (pipeline stages).
+    pub dynamic_shared_bytes: usize,
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
 }

@@ -13,8 +13,9 @@ use crate::error::{Result, bail};
 use crate::ir::*;
 use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
 use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+mod pipeline;
 mod tensor_core;
 
 /// Which operand of an `mma` a value is.
@@ -30,7 +31,10 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 /// A lowered kernel entry (module header not included).
 pub struct Lowered {
     pub text: String,
+    /// Static shared memory (reductions, layout conversions).
     pub shared_bytes: usize,
+    /// Dynamic shared memory (pipeline stages) to launch with.
+    pub dynamic_shared_bytes: usize,
     pub threads: u32,
 }
 
@@ -56,7 +60,12 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         shared_bytes: 0,
         labels: 0,
         operands: HashMap::new(),
+        consts: HashMap::new(),
+        skip: HashSet::new(),
+        staged_reads: HashMap::new(),
+        dynamic_shared: 0,
     };
+    l.find_consts(&func.body);
     l.find_operands(&func.body);
     let threads = func.num_warps * 32;
     let params = l.params(entry_name);
@@ -79,12 +88,14 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         threads,
         &l.regs,
         l.shared_bytes,
+        l.dynamic_shared > 0,
         &l.prologue,
         &l.code,
     );
     Ok(Lowered {
         text,
         shared_bytes: l.shared_bytes,
+        dynamic_shared_bytes: l.dynamic_shared,
         threads,
     })
 }
@@ -119,6 +130,15 @@ struct Lower<'a> {
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
+    /// Scalar constants, by value.
+    consts: HashMap<ValueId, ConstVal>,
+    /// Ops not to emit: loads a pipeline replaced with asynchronous copies.
+    skip: HashSet<ValueId>,
+    /// Conversions a pipeline serves from shared memory: the tile's address
+    /// register, its stored orientation, and the operand role.
+    staged_reads: HashMap<ValueId, (String, usize, Operand)>,
+    /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
+    dynamic_shared: usize,
 }
 
 /// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
@@ -593,6 +613,9 @@ impl<'a> Lower<'a> {
 
     fn op(&mut self, op: &Op) -> Result<()> {
         let r = op.results.first().copied();
+        if r.is_some_and(|r| self.skip.contains(&r)) {
+            return Ok(());
+        }
         let out: Vec<String> = match &op.kind {
             OpKind::ScalarParam(i) => {
                 let Param::Scalar { dtype, .. } = &self.func.params[*i] else {
@@ -797,6 +820,16 @@ impl<'a> Lower<'a> {
 
     /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
     fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
+        let index: Vec<String> = index.iter().map(|&i| self.scalar(i)).collect();
+        self.accesses_regs(t, &index, l, store)
+    }
+
+    /// The accesses a load of tile `l` at tile-grid `index` (registers) makes.
+    fn accesses_at(&mut self, t: usize, index: &[String], l: &Layout) -> Vec<Access> {
+        self.accesses_regs(t, index, l, false)
+    }
+
+    fn accesses_regs(&mut self, t: usize, index: &[String], l: &Layout, store: bool) -> Vec<Access> {
         let param = self.func.tensor(t).clone();
         let rank = param.rank;
         let eb = param.dtype.bytes();
@@ -808,7 +841,7 @@ impl<'a> Lower<'a> {
         // This thread's first element along each dimension.
         let mut base = Vec::new();
         for d in 0..rank {
-            let ix = self.scalar(index[d]);
+            let ix = index[d].clone();
             let origin = if l.shape[d] == 1 {
                 ix
             } else {
@@ -1025,6 +1058,9 @@ impl<'a> Lower<'a> {
 
     fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
         let (la, lb) = (self.layout(arg), self.layout(result));
+        if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
+            return self.read_fragments(&base, lb, contiguous, role);
+        }
         let src = self.regs_of(arg);
         if let Some(perm) = la.register_permutation(lb) {
             return perm.into_iter().map(|r| src[r].clone()).collect();
@@ -1290,13 +1326,27 @@ impl<'a> Lower<'a> {
             carried.push(regs);
         }
         let i = self.copy(RegClass::B32, &self.scalar(lo));
+        let plan = if self.vectorized {
+            self.pipeline_plan(var, body)
+        } else {
+            None
+        };
+        if let Some(plan) = &plan {
+            self.pipeline_prologue(plan, &i);
+        }
         self.vals.insert(var, vec![i.clone()]);
         let (head, end) = (self.label("loop"), self.label("done"));
         let done = self.reg(RegClass::Pred);
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.s32 {done}, {i}, {};", self.scalar(hi)));
         self.emit(format!("@{done} bra {end};"));
+        if let Some(plan) = &plan {
+            self.pipeline_step(plan, &i);
+        }
         self.ops(body)?;
+        if let Some(plan) = &plan {
+            self.pipeline_advance(plan);
+        }
         // Parallel copy: read every yield before overwriting any carried register.
         let mut temps = Vec::new();
         for (&y, &arg) in yields.iter().zip(args) {
@@ -1312,6 +1362,9 @@ impl<'a> Lower<'a> {
         self.emit(format!("add.s32 {i}, {i}, 1;"));
         self.emit(format!("bra {head};"));
         self.emit(format!("{end}:"));
+        if plan.is_some() {
+            self.pipeline_drain();
+        }
         for (&r, regs) in results.iter().zip(carried) {
             self.vals.insert(r, regs);
         }

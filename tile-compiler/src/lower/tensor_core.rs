@@ -12,8 +12,8 @@ use std::collections::HashMap;
 /// rows are `row_bytes` long, XOR-swizzled so that eight consecutive rows at
 /// one chunk (what `ldmatrix` reads) and eight consecutive chunks (what a
 /// quarter-warp stores) fall in distinct banks.
-struct Swizzle {
-    row_bytes: usize,
+pub(super) struct Swizzle {
+    pub(super) row_bytes: usize,
 }
 
 impl Swizzle {
@@ -27,6 +27,18 @@ impl Swizzle {
 }
 
 impl Lower<'_> {
+    /// Records every scalar constant.
+    pub(super) fn find_consts(&mut self, ops: &[Op]) {
+        for op in ops {
+            if let (OpKind::Const(c), [r]) = (&op.kind, &op.results[..]) {
+                self.consts.insert(*r, *c);
+            }
+            for body in op.kind.bodies() {
+                self.find_consts(body);
+            }
+        }
+    }
+
     /// Records which values are `mma` operands.
     pub(super) fn find_operands(&mut self, ops: &[Op]) {
         for op in ops {
@@ -41,7 +53,7 @@ impl Lower<'_> {
     }
 
     /// `row * row_bytes + (chunk ^ phase(row)) * 16 + base` for register values.
-    fn swizzled(&mut self, base: &str, row: &str, chunk: &str, sw: &Swizzle) -> String {
+    pub(super) fn swizzled(&mut self, base: &str, row: &str, chunk: &str, sw: &Swizzle) -> String {
         let phase = self.reg(RegClass::B32);
         self.emit(format!(
             "shr.u32 {phase}, {row}, {};",
@@ -58,7 +70,7 @@ impl Lower<'_> {
     }
 
     /// `reg + k` (or `k`) as a register.
-    fn plus(&mut self, reg: &Option<String>, k: usize) -> String {
+    pub(super) fn plus(&mut self, reg: &Option<String>, k: usize) -> String {
         let d = self.reg(RegClass::B32);
         match reg {
             Some(r) => self.emit(format!("add.s32 {d}, {r}, {k};")),
@@ -114,9 +126,20 @@ impl Lower<'_> {
         }
         self.emit("bar.sync 0;");
 
-        // Loads: each fragment register pair is an 8x8 block; ldmatrix gives
-        // lane t the pair at (t / 4, 2 (t % 4)) of the block, along the
-        // fragment's pair direction (K for both operands).
+        Some(self.read_fragments(&base, lb, contiguous, role))
+    }
+
+    /// Reads a 16-bit operand in fragment layout `lb` from a swizzled shared
+    /// tile at `base` whose rows run along operand dimension `contiguous`.
+    /// Each fragment register pair is an 8x8 block; `ldmatrix` gives lane t
+    /// the pair at (t / 4, 2 (t % 4)) of the block, along the fragment's pair
+    /// direction (K for both operands), transposing where that direction
+    /// crosses the stored rows.
+    pub(super) fn read_fragments(&mut self, base: &str, lb: &Layout, contiguous: usize, role: Operand) -> Vec<String> {
+        let other = 1 - contiguous;
+        let sw = Swizzle {
+            row_bytes: lb.shape[contiguous] * 2,
+        };
         let pair_dim = match role {
             Operand::A => 1,
             Operand::B => 0,
@@ -164,7 +187,7 @@ impl Lower<'_> {
             }
             let chunk = self.reg(RegClass::B32);
             self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
-            let a = self.swizzled(&base, &row, &chunk, &sw);
+            let a = self.swizzled(base, &row, &chunk, &sw);
             let words: Vec<String> = group.iter().map(|_| self.reg(RegClass::B32)).collect();
             self.emit(format!(
                 "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{a}];",
@@ -178,7 +201,7 @@ impl Lower<'_> {
                 out[r + 1] = hi;
             }
         }
-        Some(out)
+        out
     }
 
     /// `acc + a @ b` as `mma.sync` steps of 16x8x16 (16x8x8 for tf32) over

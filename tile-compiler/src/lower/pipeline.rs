@@ -1,0 +1,239 @@
+//! Software pipelining of loops that feed the tensor cores.
+//!
+//! In a `for` loop whose body loads tiles only to hand them to `mma`, the
+//! loads become `cp.async` copies straight from global into a ring of
+//! shared-memory stages, issued `STAGES - 1` iterations ahead: iteration `k`
+//! waits for its own tiles, starts the copies for `k + STAGES - 1`, and reads
+//! fragments with `ldmatrix` while those copies are in flight.
+
+use super::{Lower, Operand};
+use crate::ir::*;
+use crate::layout::Layout;
+use crate::ptx::RegClass;
+use std::collections::HashSet;
+
+/// Shared memory a pipeline's stages may take (dynamic shared memory: the
+/// launcher raises the kernel's limit past the 48 KiB default).
+const PIPELINE_BYTES: usize = 96 * 1024;
+
+/// One tile the pipeline copies each iteration.
+pub(super) struct Staged {
+    /// The `Load` it replaces and the conversion into a fragment layout it feeds.
+    load: ValueId,
+    /// The load's transpose, if the operand is transposed.
+    src: ValueId,
+    convert: ValueId,
+    tensor: usize,
+    index: Vec<ValueId>,
+    /// Operand dimension the stored rows run along, and the operand role.
+    contiguous: usize,
+    role: Operand,
+    /// Offset of this tile within a stage.
+    offset: usize,
+}
+
+pub(super) struct Plan {
+    /// The loop variable, which the copies' tile indices replace.
+    var: ValueId,
+    staged: Vec<Staged>,
+    stages: usize,
+    stage_bytes: usize,
+    /// Offset of the stages in dynamic shared memory.
+    buffer: usize,
+    read_stage: String,
+    write_stage: String,
+}
+
+/// Values defined inside `ops` (nested bodies included).
+fn defined(ops: &[Op], out: &mut HashSet<ValueId>) {
+    for op in ops {
+        out.extend(&op.results);
+        if let OpKind::For { var, args, .. } = &op.kind {
+            out.insert(*var);
+            out.extend(args);
+        }
+        for b in op.kind.bodies() {
+            defined(b, out);
+        }
+    }
+}
+
+fn uses(ops: &[Op], v: ValueId) -> usize {
+    ops.iter()
+        .map(|op| {
+            op.kind.operands().iter().filter(|&&x| x == v).count()
+                + op.kind.bodies().iter().map(|b| uses(b, v)).sum::<usize>()
+        })
+        .sum()
+}
+
+impl Lower<'_> {
+    /// The tiles of loop `body` (loop variable `var`) that can be pipelined:
+    /// 16-bit loads padded with zero, indexed by the loop variable and values
+    /// from outside the loop, used only (through a transpose) by a
+    /// conversion into an `mma` fragment layout.
+    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op]) -> Option<Plan> {
+        let mut inside = HashSet::new();
+        defined(body, &mut inside);
+        let def = |v: ValueId| body.iter().find(|op| op.results.first() == Some(&v));
+        let mut staged = Vec::new();
+        let mut offset = 0;
+        for op in body {
+            let OpKind::Convert(src) = op.kind else { continue };
+            let convert = op.results[0];
+            let Some(&role) = self.operands.get(&convert) else {
+                continue;
+            };
+            let load = match def(src).map(|o| &o.kind) {
+                Some(OpKind::Permute { arg, .. }) => *arg,
+                _ => src,
+            };
+            let Some(Op {
+                kind: OpKind::Load { tensor, index, pad },
+                ..
+            }) = def(load)
+            else {
+                continue;
+            };
+            let dtype = self.func.tensor(*tensor).dtype;
+            let zero_pad = self
+                .consts
+                .get(pad)
+                .is_some_and(|c| matches!(c, ConstVal::Float(x) if *x == 0.0) || matches!(c, ConstVal::Int(0)));
+            let indexable = index.iter().all(|&i| i == var || !inside.contains(&i));
+            let la: &Layout = self.layout(src);
+            let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 8);
+            let single_use = uses(body, load) == 1 && (src == load || uses(body, src) == 1);
+            let (Some(contiguous), true, true, true, true) =
+                (contiguous, dtype.is_half(), zero_pad, indexable, single_use)
+            else {
+                continue;
+            };
+            let bytes = self.layout(load).shape.iter().product::<usize>() * 2;
+            staged.push(Staged {
+                load,
+                src,
+                convert,
+                tensor: *tensor,
+                index: index.clone(),
+                contiguous,
+                role,
+                offset,
+            });
+            offset += bytes;
+        }
+        if staged.is_empty() || offset * 2 > PIPELINE_BYTES {
+            return None;
+        }
+        let stages = (PIPELINE_BYTES / offset).clamp(2, 4);
+        let buffer = self.dynamic_shared;
+        self.dynamic_shared += stages * offset;
+        Some(Plan {
+            var,
+            staged,
+            stages,
+            stage_bytes: offset,
+            buffer,
+            read_stage: self.reg(RegClass::B32),
+            write_stage: self.reg(RegClass::B32),
+        })
+    }
+
+    /// Copies every staged tile of iteration `j` into stage `stage` (registers), then commits.
+    fn issue_copies(&mut self, plan: &Plan, j: &str, stage: &str) {
+        let base = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
+        self.emit(format!("add.s32 {base}, {base}, {};", plan.buffer));
+        self.emit(format!("mad.lo.s32 {base}, {stage}, {}, {base};", plan.stage_bytes));
+        for s in &plan.staged {
+            let index: Vec<String> = s
+                .index
+                .iter()
+                .map(|&i| if i != plan.var { self.scalar(i) } else { j.to_string() })
+                .collect();
+            let tile = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
+            self.copy_tile(s.tensor, &index, s.load, &tile);
+        }
+        self.emit("cp.async.commit_group;");
+    }
+
+    /// `cp.async` of one tile (in its load layout's 16-byte runs) into the
+    /// swizzled shared tile at `base`; out-of-bounds chunks are zero-filled.
+    fn copy_tile(&mut self, tensor: usize, index: &[String], load: ValueId, base: &str) {
+        let l = self.layout(load);
+        let (rows_dim, cols_dim) = (0, 1);
+        let sw = super::tensor_core::Swizzle {
+            row_bytes: l.shape[cols_dim] * 2,
+        };
+        let accesses = self.accesses_at(tensor, index, l);
+        let tc = self.coords(l);
+        for a in accesses {
+            let c = l.reg_coord(a.first);
+            let row = self.plus(&tc[rows_dim], c[rows_dim]);
+            let col = self.plus(&tc[cols_dim], c[cols_dim]);
+            let chunk = self.reg(RegClass::B32);
+            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            let dst = self.swizzled(base, &row, &chunk, &sw);
+            let size = self.reg(RegClass::B32);
+            self.emit(format!("selp.b32 {size}, 16, 0, {};", a.pred));
+            let src = if a.imm == 0 {
+                a.addr.clone()
+            } else {
+                format!("{}+{}", a.addr, a.imm)
+            };
+            self.emit(format!("cp.async.cg.shared.global [{dst}], [{src}], 16, {size};"));
+        }
+    }
+
+    /// Before the loop: stage indices, and the first `STAGES - 1` iterations' copies.
+    pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str) {
+        self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
+        self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.stages - 1));
+        for s in 0..plan.stages - 1 {
+            let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+            self.emit(format!("add.s32 {j}, {lo}, {s};"));
+            self.emit(format!("mov.b32 {stage}, {s};"));
+            self.issue_copies(plan, &j, &stage);
+        }
+    }
+
+    /// At the top of iteration `k`: wait for its tiles, start the copies for
+    /// `k + STAGES - 1`, and point the staged conversions at the read stage.
+    pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str) {
+        self.emit(format!("cp.async.wait_group {};", plan.stages - 2));
+        self.emit("bar.sync 0;");
+        let j = self.reg(RegClass::B32);
+        self.emit(format!("add.s32 {j}, {k}, {};", plan.stages - 1));
+        self.issue_copies(plan, &j, &plan.write_stage.clone());
+        let base = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
+        self.emit(format!("add.s32 {base}, {base}, {};", plan.buffer));
+        self.emit(format!(
+            "mad.lo.s32 {base}, {}, {}, {base};",
+            plan.read_stage, plan.stage_bytes
+        ));
+        for s in &plan.staged {
+            let tile = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
+            self.skip.extend([s.load, s.src]);
+            self.staged_reads.insert(s.convert, (tile, s.contiguous, s.role));
+        }
+    }
+
+    /// At the end of an iteration: both stage indices move on, modulo STAGES.
+    pub(super) fn pipeline_advance(&mut self, plan: &Plan) {
+        for r in [&plan.read_stage, &plan.write_stage] {
+            let p = self.reg(RegClass::Pred);
+            self.emit(format!("add.s32 {r}, {r}, 1;"));
+            self.emit(format!("setp.eq.s32 {p}, {r}, {};", plan.stages));
+            self.emit(format!("selp.b32 {r}, 0, {r}, {p};"));
+        }
+    }
+
+    /// After the loop: no copy may still be writing shared memory.
+    pub(super) fn pipeline_drain(&mut self) {
+        self.emit("cp.async.wait_group 0;");
+        self.emit("bar.sync 0;");
+    }
+}
