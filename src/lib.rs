@@ -48,3 +48,63 @@ pub mod __private {
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The guide's table of contents (docs/README.md).
+#[doc = include_str!("../docs/README.md")]
+#[cfg(doctest)]
+pub struct GuideContents;
+
+/// Guide, chapter 1: the mental model.
+#[doc = include_str!("../docs/01-mental-model.md")]
+#[cfg(doctest)]
+pub struct GuideMentalModel;
+
+/// Guide, chapter 2: vector add.
+#[doc = include_str!("../docs/02-vector-add.md")]
+#[cfg(doctest)]
+pub struct GuideVectorAdd;
+
+/// Guide, chapter 3: softmax.
+#[doc = include_str!("../docs/03-softmax.md")]
+#[cfg(doctest)]
+pub struct GuideSoftmax;
+
+/// Guide, chapter 4: LayerNorm.
+#[doc = include_str!("../docs/04-layernorm.md")]
+#[cfg(doctest)]
+pub struct GuideLayerNorm;
+
+/// Guide, chapter 5: matrix multiplication.
+#[doc = include_str!("../docs/05-matmul.md")]
+#[cfg(doctest)]
+pub struct GuideMatmul;
+
+/// Guide, chapter 6: flash attention.
+#[doc = include_str!("../docs/06-flash-attention.md")]
+#[cfg(doctest)]
+pub struct GuideFlashAttention;
+
+/// Guide, chapter 7: a GPT block.
+#[doc = include_str!("../docs/07-gpt-block.md")]
+#[cfg(doctest)]
+pub struct GuideGptBlock;
+
+/// Guide, chapter 8: the DSL reference.
+#[doc = include_str!("../docs/08-reference.md")]
+#[cfg(doctest)]
+pub struct GuideReference;
+
+/// Guide, chapter 9: the host API.
+#[doc = include_str!("../docs/09-host-api.md")]
+#[cfg(doctest)]
+pub struct GuideHostApi;
+
+/// Guide, chapter 10: debugging.
+#[doc = include_str!("../docs/10-debugging.md")]
+#[cfg(doctest)]
+pub struct GuideDebugging;
+
+/// Guide, chapter 11: performance.
+#[doc = include_str!("../docs/11-performance.md")]
+#[cfg(doctest)]
+pub struct GuidePerformance;
