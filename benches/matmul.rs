@@ -48,7 +48,7 @@ fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>)
     let (m, n) = (a.shape()[0], b.shape()[1]);
     let mut best = (f64::INFINITY, "");
     for (bm, bn, name) in [(128, 128, "128x128"), (64, 128, "64x128"), (64, 64, "64x64")] {
-        let grid = matmul::grid(m, n, bm, bn);
+        let grid = matmul::blocks(m, n, bm, bn);
         let ms = median_ms(s, || {
             match (bm, bn) {
                 (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, a, b, c),

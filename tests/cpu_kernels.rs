@@ -199,7 +199,7 @@ fn matmul_on_the_tensor_core_path_matches_f64() {
         let want = linear_ref(&a, &transpose(&b, k, n), &vec![0.0; n], m, n, k, false);
         let (at, bt) = (host::<f32>(&a, &[m, k]), host::<f32>(&b, &[k, n]));
         let mut c = HostTensor::full(&[m, n], f32::NAN);
-        matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::grid(m, n, 64, 64), &at, &bt, &mut c).unwrap();
+        matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &at, &bt, &mut c).unwrap();
         assert_close(&format!("matmul {m}x{n}x{k}"), &values(&c), &want, 1e-6);
     }
 }

@@ -327,10 +327,10 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
     let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     let mut want = poisoned::<T>(&[m, n]);
-    matmul::matmul::cpu::<T, 64, 64, 32>(matmul::grid(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
     for (bm, bn) in [(64, 64), (128, 128), (64, 128)] {
         let mut cd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        let grid = matmul::grid(m, n, bm, bn);
+        let grid = matmul::blocks(m, n, bm, bn);
         match (bm, bn) {
             (64, 64) => matmul::matmul::launch::<T, 64, 64, 32>(s, grid, &ad, &bd, &mut cd),
             (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, &ad, &bd, &mut cd),

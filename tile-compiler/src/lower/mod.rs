@@ -1059,7 +1059,11 @@ impl<'a> Lower<'a> {
     fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
         let (la, lb) = (self.layout(arg), self.layout(result));
         if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
-            return self.read_fragments(&base, lb, contiguous, role);
+            return if self.dtype(arg).bytes() == 2 {
+                self.read_fragments(&base, lb, contiguous, role)
+            } else {
+                self.read_elements(&base, lb, contiguous)
+            };
         }
         let src = self.regs_of(arg);
         if let Some(perm) = la.register_permutation(lb) {

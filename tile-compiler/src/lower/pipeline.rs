@@ -30,6 +30,8 @@ pub(super) struct Staged {
     role: Operand,
     /// Offset of this tile within a stage.
     offset: usize,
+    /// Bytes per element.
+    eb: usize,
 }
 
 pub(super) struct Plan {
@@ -95,21 +97,20 @@ impl Lower<'_> {
             else {
                 continue;
             };
-            let dtype = self.func.tensor(*tensor).dtype;
+            let eb = self.func.tensor(*tensor).dtype.bytes();
             let zero_pad = self
                 .consts
                 .get(pad)
                 .is_some_and(|c| matches!(c, ConstVal::Float(x) if *x == 0.0) || matches!(c, ConstVal::Int(0)));
             let indexable = index.iter().all(|&i| i == var || !inside.contains(&i));
             let la: &Layout = self.layout(src);
-            let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 8);
+            let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 16 / eb);
             let single_use = uses(body, load) == 1 && (src == load || uses(body, src) == 1);
-            let (Some(contiguous), true, true, true, true) =
-                (contiguous, dtype.is_half(), zero_pad, indexable, single_use)
+            let (Some(contiguous), true, true, true, true) = (contiguous, eb != 1, zero_pad, indexable, single_use)
             else {
                 continue;
             };
-            let bytes = self.layout(load).shape.iter().product::<usize>() * 2;
+            let bytes = self.layout(load).shape.iter().product::<usize>() * eb;
             staged.push(Staged {
                 load,
                 src,
@@ -119,6 +120,7 @@ impl Lower<'_> {
                 contiguous,
                 role,
                 offset,
+                eb,
             });
             offset += bytes;
         }
@@ -153,18 +155,18 @@ impl Lower<'_> {
                 .collect();
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
-            self.copy_tile(s.tensor, &index, s.load, &tile);
+            self.copy_tile(s.tensor, &index, s.load, &tile, s.eb);
         }
         self.emit("cp.async.commit_group;");
     }
 
     /// `cp.async` of one tile (in its load layout's 16-byte runs) into the
     /// swizzled shared tile at `base`; out-of-bounds chunks are zero-filled.
-    fn copy_tile(&mut self, tensor: usize, index: &[String], load: ValueId, base: &str) {
+    fn copy_tile(&mut self, tensor: usize, index: &[String], load: ValueId, base: &str, eb: usize) {
         let l = self.layout(load);
         let (rows_dim, cols_dim) = (0, 1);
         let sw = super::tensor_core::Swizzle {
-            row_bytes: l.shape[cols_dim] * 2,
+            row_bytes: l.shape[cols_dim] * eb,
         };
         let accesses = self.accesses_at(tensor, index, l);
         let tc = self.coords(l);
@@ -173,7 +175,7 @@ impl Lower<'_> {
             let row = self.plus(&tc[rows_dim], c[rows_dim]);
             let col = self.plus(&tc[cols_dim], c[cols_dim]);
             let chunk = self.reg(RegClass::B32);
-            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            self.emit(format!("shr.u32 {chunk}, {col}, {};", (16 / eb).trailing_zeros()));
             let dst = self.swizzled(base, &row, &chunk, &sw);
             let size = self.reg(RegClass::B32);
             self.emit(format!("selp.b32 {size}, 16, 0, {};", a.pred));

@@ -85,48 +85,77 @@ impl Lower<'_> {
     /// rows). `None` when the source has no such runs.
     pub(super) fn stage_operand(&mut self, arg: ValueId, result: ValueId, role: Operand) -> Option<Vec<String>> {
         let (la, lb) = (self.layout(arg), self.layout(result));
-        let dtype = self.dtype(arg);
-        if !dtype.is_half() {
-            return None;
-        }
+        let eb = self.dtype(arg).bytes();
+        let vec = 16 / eb;
         // The stored orientation: rows run along the source's contiguous dimension.
-        let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 8)?;
+        let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= vec)?;
         let other = 1 - contiguous;
         let (rows, cols) = (lb.shape[other], lb.shape[contiguous]);
-        let sw = Swizzle { row_bytes: cols * 2 };
-        if cols < 8 {
-            return None;
-        }
-        self.shared_bytes = self.shared_bytes.max(rows * cols * 2);
+        let sw = Swizzle { row_bytes: cols * eb };
+        self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
         let base = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {base}, smem;"));
 
-        // Stores: eight consecutive elements per 16-byte chunk.
+        // Stores: one 16-byte chunk of consecutive elements at a time.
         let src = self.regs_of(arg);
         let tc = self.coords(la);
         let owner = self.owner_pred(la.replicated_mask());
         self.emit("bar.sync 0;");
-        for first in (0..la.num_regs()).step_by(8) {
+        for first in (0..la.num_regs()).step_by(vec) {
             let c = la.reg_coord(first);
             let row = self.plus(&tc[other], c[other]);
             let col = self.plus(&tc[contiguous], c[contiguous]);
             let chunk = self.reg(RegClass::B32);
-            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            self.emit(format!("shr.u32 {chunk}, {col}, {};", vec.trailing_zeros()));
             let a = self.swizzled(&base, &row, &chunk, &sw);
-            let words: Vec<String> = src[first..first + 8]
-                .chunks(2)
-                .map(|p| {
-                    let w = self.reg(RegClass::B32);
-                    self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                    w
-                })
-                .collect();
+            let words: Vec<String> = if eb == 4 {
+                src[first..first + 4].to_vec()
+            } else {
+                src[first..first + 8]
+                    .chunks(2)
+                    .map(|p| {
+                        let w = self.reg(RegClass::B32);
+                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        w
+                    })
+                    .collect()
+            };
             let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
             self.emit(format!("{guard}st.shared.v4.b32 [{a}], {{{}}};", words.join(", ")));
         }
         self.emit("bar.sync 0;");
 
-        Some(self.read_fragments(&base, lb, contiguous, role))
+        Some(if eb == 2 {
+            self.read_fragments(&base, lb, contiguous, role)
+        } else {
+            self.read_elements(&base, lb, contiguous)
+        })
+    }
+
+    /// Reads a 32-bit operand in layout `lb` element by element from a
+    /// swizzled shared tile at `base` (`ldmatrix` moves 16-bit elements).
+    pub(super) fn read_elements(&mut self, base: &str, lb: &Layout, contiguous: usize) -> Vec<String> {
+        let other = 1 - contiguous;
+        let sw = Swizzle {
+            row_bytes: lb.shape[contiguous] * 4,
+        };
+        let tc = self.coords(lb);
+        (0..lb.num_regs())
+            .map(|r| {
+                let c = lb.reg_coord(r);
+                let row = self.plus(&tc[other], c[other]);
+                let col = self.plus(&tc[contiguous], c[contiguous]);
+                let chunk = self.reg(RegClass::B32);
+                self.emit(format!("shr.u32 {chunk}, {col}, 2;"));
+                let a = self.swizzled(base, &row, &chunk, &sw);
+                let within = self.reg(RegClass::B32);
+                self.emit(format!("and.b32 {within}, {col}, 3;"));
+                self.emit(format!("mad.lo.s32 {a}, {within}, 4, {a};"));
+                let d = self.reg(RegClass::F32);
+                self.emit(format!("ld.shared.f32 {d}, [{a}];"));
+                d
+            })
+            .collect()
     }
 
     /// Reads a 16-bit operand in fragment layout `lb` from a swizzled shared

@@ -1,0 +1,9 @@
+// mma multiplies f16, bf16 or f32 (as tf32) tiles.
+#[tile::kernel]
+fn matmul(a: &Tensor<i32>, b: &Tensor<i32>, c: &mut Tensor<f32>) {
+    let m = block_id(0);
+    let acc = mma(a.load([m, 0], [64, 16]), b.load([0, 0], [16, 64]), zeros([64, 64]));
+    c.store([m, 0], acc);
+}
+
+fn main() {}
