@@ -157,7 +157,7 @@ fn linear_layer_with_and_without_gelu() {
         );
         for gelu in [0, 1] {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
-            linear::linear::cpu::<f32, 16, 64, 8>(linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu).unwrap();
+            linear::linear_ffma::cpu::<f32, 16, 64, 8>(linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu).unwrap();
             let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
             assert_close(&format!("linear {m}x{n}x{k} gelu={gelu}"), &values(&y), &want, 1e-5);
         }
@@ -208,4 +208,56 @@ fn transpose(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
     (0..cols)
         .flat_map(|j| (0..rows).map(move |i| x[i * cols + j]))
         .collect()
+}
+
+#[test]
+fn tensor_core_linear_residual_and_batched_match_f64() {
+    use tile_kernels::matmul;
+    let mut rng = Rng::new(9);
+    for (m, n, k) in [(1, 1, 1), (70, 45, 33), (130, 64, 96)] {
+        let x = rng.normals(m * k, 1.0);
+        let w = rng.normals(n * k, 0.3);
+        let b = rng.normals(n, 1.0);
+        let r = rng.normals(m * n, 1.0);
+        let (xt, wt, bt) = (
+            host::<f32>(&x, &[m, k]),
+            host::<f32>(&w, &[n, k]),
+            host::<f32>(&b, &[n]),
+        );
+        let grid = matmul::blocks(m, n, 64, 64);
+        for gelu in [0, 1] {
+            let mut y = HostTensor::full(&[m, n], f32::NAN);
+            matmul::linear::cpu::<f32, 64, 64, 32>(grid, &xt, &wt, &bt, &mut y, gelu).unwrap();
+            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+            assert_close(&format!("linear {m}x{n}x{k} gelu={gelu}"), &values(&y), &want, 1e-5);
+        }
+        let mut y = HostTensor::full(&[m, n], f32::NAN);
+        matmul::linear_residual::cpu::<f32, 64, 64, 32>(grid, &xt, &wt, &bt, &host::<f32>(&r, &[m, n]), &mut y)
+            .unwrap();
+        let want: Vec<f64> = linear_ref(&x, &w, &b, m, n, k, false)
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| a + b)
+            .collect();
+        assert_close(&format!("linear_residual {m}x{n}x{k}"), &values(&y), &want, 1e-5);
+    }
+    let (batch, m, n, k) = (3, 40, 70, 50);
+    let a = rng.normals(batch * m * k, 1.0);
+    let b = rng.normals(batch * k * n, 1.0);
+    let mut c = HostTensor::full(&[batch, m, n], f32::NAN);
+    matmul::batched_matmul::cpu::<f32, 64, 64, 32>(
+        (matmul::blocks(m, n, 64, 64), batch as u32),
+        &host::<f32>(&a, &[batch, m, k]),
+        &host::<f32>(&b, &[batch, k, n]),
+        &mut c,
+    )
+    .unwrap();
+    let want: Vec<f64> = (0..batch)
+        .flat_map(|i| {
+            let ai = &a[i * m * k..(i + 1) * m * k];
+            let bi = transpose(&b[i * k * n..(i + 1) * k * n], k, n);
+            linear_ref(ai, &bi, &vec![0.0; n], m, n, k, false)
+        })
+        .collect();
+    assert_close("batched_matmul", &values(&c), &want, 1e-6);
 }

@@ -257,8 +257,8 @@ fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) 
     for gelu in [0, 1] {
         let mut want = poisoned::<T>(&[m, n]);
         let mut yd = s.upload(&want).unwrap();
-        linear::linear::launch::<T, 16, 64, 8>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
-        linear::linear::cpu::<T, 16, 64, 8>(linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
+        linear::linear_ffma::launch::<T, 16, 64, 8>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
+        linear::linear_ffma::cpu::<T, 16, 64, 8>(linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
         let what = format!("linear {} {m}x{n}x{k} gelu={gelu}", T::DTYPE);
         assert_close(
             &what,
@@ -360,5 +360,80 @@ fn matmul_on_tensor_cores_matches_cpu_reference() {
         matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
         // f32 inputs multiply as tf32 (10-bit mantissa): about 3e-4 relative.
         matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+    }
+}
+
+fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {
+    use tile_kernels::matmul;
+    let x = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);
+    let w = host::<T>(&rng.normals(n * k, 0.3), &[n, k]);
+    let b = host::<T>(&rng.normals(n, 1.0), &[n]);
+    let r = host::<T>(&rng.normals(m * n, 1.0), &[m, n]);
+    let (xd, wd, bd, rd) = (
+        s.upload(&x).unwrap(),
+        s.upload(&w).unwrap(),
+        s.upload(&b).unwrap(),
+        s.upload(&r).unwrap(),
+    );
+    let what = format!("{} {m}x{n}x{k}", T::DTYPE);
+    for (bm, bn) in [(64, 64), (128, 128)] {
+        let grid = matmul::blocks(m, n, bm, bn);
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        let mut want = poisoned::<T>(&[m, n]);
+        match (bm, bn) {
+            (64, 64) => matmul::linear::launch::<T, 64, 64, 32>(s, grid, &xd, &wd, &bd, &mut yd, 1),
+            _ => matmul::linear::launch::<T, 128, 128, 32>(s, grid, &xd, &wd, &bd, &mut yd, 1),
+        }
+        .unwrap();
+        matmul::linear::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
+        assert_close(
+            &format!("linear+gelu {what} tile {bm}x{bn}"),
+            &values(&s.download(&yd).unwrap()),
+            &values(&want),
+            tol,
+        );
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        let mut want = poisoned::<T>(&[m, n]);
+        match (bm, bn) {
+            (64, 64) => matmul::linear_residual::launch::<T, 64, 64, 32>(s, grid, &xd, &wd, &bd, &rd, &mut yd),
+            _ => matmul::linear_residual::launch::<T, 128, 128, 32>(s, grid, &xd, &wd, &bd, &rd, &mut yd),
+        }
+        .unwrap();
+        matmul::linear_residual::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &r, &mut want).unwrap();
+        assert_close(
+            &format!("linear_residual {what} tile {bm}x{bn}"),
+            &values(&s.download(&yd).unwrap()),
+            &values(&want),
+            tol,
+        );
+    }
+    // Batched, with ragged batch members.
+    let batch = 3;
+    let a = host::<T>(&rng.normals(batch * m * k, 1.0), &[batch, m, k]);
+    let bb = host::<T>(&rng.normals(batch * k * n, 1.0), &[batch, k, n]);
+    let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
+    let mut cd = s.upload(&poisoned::<T>(&[batch, m, n])).unwrap();
+    let mut want = poisoned::<T>(&[batch, m, n]);
+    matmul::batched_matmul::launch::<T, 64, 64, 32>(s, grid, &s.upload(&a).unwrap(), &s.upload(&bb).unwrap(), &mut cd)
+        .unwrap();
+    matmul::batched_matmul::cpu::<T, 64, 64, 32>(grid, &a, &bb, &mut want).unwrap();
+    assert_close(
+        &format!("batched_matmul {what}"),
+        &values(&s.download(&cd).unwrap()),
+        &values(&want),
+        tol,
+    );
+}
+
+#[test]
+fn tensor_core_linear_and_batched_match_cpu_reference() {
+    let Some((_, s)) = gpu("tensor_core_linear_and_batched_match_cpu_reference") else {
+        return;
+    };
+    let mut rng = Rng::new(18);
+    for (m, n, k) in [(1, 1, 1), (70, 45, 33), (200, 300, 130), (64, 768, 768)] {
+        linear_tc_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+        linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
+        linear_tc_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
     }
 }

@@ -124,7 +124,7 @@ impl Backend for Gpu {
         gelu: bool,
     ) -> Result<()> {
         let grid = linear::grid(x.shape()[0], w.shape()[0]);
-        Ok(linear::linear::launch::<f32, 16, 64, 8>(
+        Ok(linear::linear_ffma::launch::<f32, 16, 64, 8>(
             &self.stream,
             grid,
             x,
@@ -217,7 +217,14 @@ impl Backend for Cpu {
         gelu: bool,
     ) -> Result<()> {
         let grid = linear::grid(x.shape()[0], w.shape()[0]);
-        Ok(linear::linear::cpu::<f32, 16, 64, 8>(grid, x, w, b, out, gelu as i32)?)
+        Ok(linear::linear_ffma::cpu::<f32, 16, 64, 8>(
+            grid,
+            x,
+            w,
+            b,
+            out,
+            gelu as i32,
+        )?)
     }
     fn attention(&self, qkv: &HostTensor<f32>, out: &mut HostTensor<f32>, heads: usize) -> Result<()> {
         let (batch, t, c) = (qkv.shape()[0], qkv.shape()[1], out.shape()[2]);

@@ -150,17 +150,24 @@ pub struct EntryParam {
     pub ty: &'static str,
 }
 
+/// Shared memory an entry declares: a static scratch array, and whether it
+/// uses dynamic shared memory (sized at launch).
+pub struct SharedMemory {
+    pub static_bytes: usize,
+    pub dynamic: bool,
+}
+
 /// Assembles an `.entry` (without the module header).
 pub fn entry(
     name: &str,
     params: &[EntryParam],
     threads: u32,
     regs: &Regs,
-    shared_bytes: usize,
-    dynamic_shared: bool,
-    prologue: &[String],
-    code: &[String],
+    shared: SharedMemory,
+    body: (&[String], &[String]),
 ) -> String {
+    let (shared_bytes, dynamic_shared) = (shared.static_bytes, shared.dynamic);
+    let (prologue, code) = body;
     let mut s = String::new();
     if dynamic_shared {
         // Dynamic shared memory: sized at launch, declared at module scope.

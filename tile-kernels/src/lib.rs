@@ -15,11 +15,14 @@ pub mod norm;
 pub mod softmax;
 
 /// Every kernel of this library (also listed by `tile::registered_kernels`).
-pub fn kernels() -> [&'static tile::KernelSpec; 12] {
+pub fn kernels() -> [&'static tile::KernelSpec; 15] {
     [
         &matmul::matmul::KERNEL,
+        &matmul::linear::KERNEL,
+        &matmul::linear_residual::KERNEL,
+        &matmul::batched_matmul::KERNEL,
         &attention::causal_attention::KERNEL,
-        &linear::linear::KERNEL,
+        &linear::linear_ffma::KERNEL,
         &elementwise::add::KERNEL,
         &elementwise::scale::KERNEL,
         &elementwise::residual_add::KERNEL,

@@ -9,7 +9,7 @@
 /// `y = x @ w^T + b`, then GELU (tanh form) when `gelu` is 1.
 /// Grid: `(cdiv(N, BN), cdiv(M, BM))`.
 #[tile::kernel(T = [f32, bf16], BM = [16], BN = [64], BK = [8])]
-pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
+pub fn linear_ffma<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
     w: &Tensor<T>,
     b: &Tensor<T>,

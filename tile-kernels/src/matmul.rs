@@ -24,3 +24,80 @@ pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T
 pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
     (m.div_ceil(bm) * n.div_ceil(bn)) as u32
 }
+
+/// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1: a linear layer with
+/// `x: [M, K]`, `w: [N, K]` (PyTorch's layout, read transposed in place),
+/// `b: [N]`, `y: [M, N]`. Grid: [`blocks`]`(M, N, BM, BN)`.
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    b: &Tensor<T>,
+    y: &mut Tensor<T>,
+    gelu: i32,
+) {
+    let group = 8;
+    let tiles_m = cdiv(x.shape(0), BM);
+    let width = group * cdiv(w.shape(0), BN);
+    let first_m = block_id(0) / width * group;
+    let rows = min(tiles_m - first_m, group);
+    let m = first_m + block_id(0) % width % rows;
+    let n = block_id(0) % width / rows;
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(x.shape(1), BK) {
+        acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
+    }
+    let out = acc + b.load([n], [BN]).cast::<f32>();
+    if gelu == 1 {
+        let inner = 0.7978845608028654 * (out + 0.044715 * out * out * out);
+        y.store([m, n], (0.5 * out * (1.0 + tanh(inner))).cast::<T>());
+    } else {
+        y.store([m, n], out.cast::<T>());
+    }
+}
+
+/// `y = residual + x @ w^T + b`: a projection fused with the residual
+/// connection after it. Shapes as [`linear`]; `residual: [M, N]`.
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    b: &Tensor<T>,
+    residual: &Tensor<T>,
+    y: &mut Tensor<T>,
+) {
+    let group = 8;
+    let tiles_m = cdiv(x.shape(0), BM);
+    let width = group * cdiv(w.shape(0), BN);
+    let first_m = block_id(0) / width * group;
+    let rows = min(tiles_m - first_m, group);
+    let m = first_m + block_id(0) % width % rows;
+    let n = block_id(0) % width / rows;
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(x.shape(1), BK) {
+        acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
+    }
+    let out = acc + b.load([n], [BN]).cast::<f32>() + residual.load([m, n], [BM, BN]).cast::<f32>();
+    y.store([m, n], out.cast::<T>());
+}
+
+/// `c[i] = a[i] @ b[i]` for a batch: `a: [B, M, K]`, `b: [B, K, N]`,
+/// `c: [B, M, N]`. Grid: `(blocks(M, N, BM, BN), B)`.
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &mut Tensor<T>,
+) {
+    let batch = block_id(1);
+    let tiles_n = cdiv(b.shape(2), BN);
+    let m = block_id(0) / tiles_n;
+    let n = block_id(0) % tiles_n;
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(2), BK) {
+        let x = a.load([batch, m, k], [1, BM, BK]).reshape([BM, BK]);
+        let y = b.load([batch, k, n], [1, BK, BN]).reshape([BK, BN]);
+        acc = mma(x, y, acc);
+    }
+    c.store([batch, m, n], acc.reshape([1, BM, BN]).cast::<T>());
+}

@@ -87,10 +87,11 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         &params,
         threads,
         &l.regs,
-        l.shared_bytes,
-        l.dynamic_shared > 0,
-        &l.prologue,
-        &l.code,
+        ptx::SharedMemory {
+            static_bytes: l.shared_bytes,
+            dynamic: l.dynamic_shared > 0,
+        },
+        (&l.prologue, &l.code),
     );
     Ok(Lowered {
         text,

@@ -20,8 +20,8 @@ const PIPELINE_BYTES: usize = 96 * 1024;
 pub(super) struct Staged {
     /// The `Load` it replaces and the conversion into a fragment layout it feeds.
     load: ValueId,
-    /// The load's transpose, if the operand is transposed.
-    src: ValueId,
+    /// The transposes and reshapes between the load and the conversion.
+    chain: Vec<ValueId>,
     convert: ValueId,
     tensor: usize,
     index: Vec<ValueId>,
@@ -86,10 +86,14 @@ impl Lower<'_> {
             let Some(&role) = self.operands.get(&convert) else {
                 continue;
             };
-            let load = match def(src).map(|o| &o.kind) {
-                Some(OpKind::Permute { arg, .. }) => *arg,
-                _ => src,
-            };
+            // Through transposes and reshapes (layout relabelings) to the load.
+            let mut chain = vec![src];
+            while let Some(OpKind::Permute { arg, .. } | OpKind::Reshape(arg)) =
+                def(chain[chain.len() - 1]).map(|o| &o.kind)
+            {
+                chain.push(*arg);
+            }
+            let load = chain[chain.len() - 1];
             let Some(Op {
                 kind: OpKind::Load { tensor, index, pad },
                 ..
@@ -105,15 +109,18 @@ impl Lower<'_> {
             let indexable = index.iter().all(|&i| i == var || !inside.contains(&i));
             let la: &Layout = self.layout(src);
             let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 16 / eb);
-            let single_use = uses(body, load) == 1 && (src == load || uses(body, src) == 1);
-            let (Some(contiguous), true, true, true, true) = (contiguous, eb != 1, zero_pad, indexable, single_use)
+            let single_use = chain.iter().all(|&v| uses(body, v) == 1);
+            let load_shape = &self.layout(load).shape;
+            let two_d = load_shape[..load_shape.len() - 1].iter().filter(|&&n| n > 1).count() <= 1;
+            let (Some(contiguous), true, true, true, true, true) =
+                (contiguous, eb != 1, zero_pad, indexable, single_use, two_d)
             else {
                 continue;
             };
             let bytes = self.layout(load).shape.iter().product::<usize>() * eb;
             staged.push(Staged {
                 load,
-                src,
+                chain,
                 convert,
                 tensor: *tensor,
                 index: index.clone(),
@@ -164,7 +171,10 @@ impl Lower<'_> {
     /// swizzled shared tile at `base`; out-of-bounds chunks are zero-filled.
     fn copy_tile(&mut self, tensor: usize, index: &[String], load: ValueId, base: &str, eb: usize) {
         let l = self.layout(load);
-        let (rows_dim, cols_dim) = (0, 1);
+        // Stored rows run along the last dimension; the row is the one other
+        // dimension longer than 1 (pipelined tiles are 2-D up to size-1 dimensions).
+        let cols_dim = l.shape.len() - 1;
+        let rows_dim = (0..cols_dim).find(|&d| l.shape[d] > 1).unwrap_or(0);
         let sw = super::tensor_core::Swizzle {
             row_bytes: l.shape[cols_dim] * eb,
         };
@@ -218,7 +228,7 @@ impl Lower<'_> {
         for s in &plan.staged {
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
-            self.skip.extend([s.load, s.src]);
+            self.skip.extend(s.chain.iter().copied());
             self.staged_reads.insert(s.convert, (tile, s.contiguous, s.role));
         }
     }

@@ -26,6 +26,15 @@ impl Swizzle {
     }
 }
 
+/// Fragment element offsets (row, col) of lane 0, per PTX's `mma.sync`
+/// layouts: m16n8k16 for 16-bit operands, m16n8k8 for tf32.
+type Fragment = &'static [(usize, usize)];
+const HALF_A: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)];
+const HALF_B: Fragment = &[(0, 0), (1, 0), (8, 0), (9, 0)];
+const TF32_A: Fragment = &[(0, 0), (8, 0), (0, 4), (8, 4)];
+const TF32_B: Fragment = &[(0, 0), (4, 0)];
+const ACC: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1)];
+
 impl Lower<'_> {
     /// Records every scalar constant.
     pub(super) fn find_consts(&mut self, ops: &[Op]) {
@@ -246,16 +255,8 @@ impl Lower<'_> {
         let (ia, ib, ic) = (la.reg_index(), lb.reg_index(), lc.reg_index());
         let (ra, rb) = (self.regs_of(a), self.regs_of(b));
         let mut out = self.regs_of(acc);
-        // Fragment element offsets (row, col) at lane 0, per PTX's mma.sync layouts.
-        let (a_frag, b_frag): (&[(usize, usize)], &[(usize, usize)]) = if tf32 {
-            (&[(0, 0), (8, 0), (0, 4), (8, 4)], &[(0, 0), (4, 0)])
-        } else {
-            (
-                &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)],
-                &[(0, 0), (1, 0), (8, 0), (9, 0)],
-            )
-        };
-        let c_frag = [(0, 0), (0, 1), (8, 0), (8, 1)];
+        let (a_frag, b_frag) = if tf32 { (TF32_A, TF32_B) } else { (HALF_A, HALF_B) };
+        let c_frag = ACC;
         // Operand registers as the tensor cores take them: pairs of halves
         // packed into 32 bits, or f32 rounded to tf32.
         let pack = |lower: &mut Self,
