@@ -437,3 +437,52 @@ fn tensor_core_linear_and_batched_match_cpu_reference() {
         linear_tc_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
     }
 }
+
+#[test]
+fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
+    use tile_kernels::matmul;
+    let Some((_, s)) = gpu("tuned_matmul_and_linear_pick_a_tile_and_remember_it") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("tile-tune-test-{}", std::process::id()));
+    // SAFETY (test): set before the first tuned launch of this process reads it.
+    unsafe { std::env::set_var("TILE_CACHE_DIR", &dir) };
+    let mut rng = Rng::new(19);
+    let (m, k, n) = (300, 200, 500);
+    let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
+    let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
+    let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
+    matmul::run(&s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
+    let mut want = poisoned::<bf16>(&[m, n]);
+    matmul::matmul::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    assert_close(
+        "tuned matmul",
+        &values(&s.download(&cd).unwrap()),
+        &values(&want),
+        bf16::TOL,
+    );
+
+    let w = host::<bf16>(&rng.normals(n * k, 0.3), &[n, k]);
+    let bias = host::<bf16>(&rng.normals(n, 1.0), &[n]);
+    let x = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
+    let mut yd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
+    let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&bias).unwrap());
+    matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap();
+    // A second call reuses the cached choice.
+    matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap();
+    let mut want = poisoned::<bf16>(&[m, n]);
+    matmul::linear::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &bias, &mut want, 1).unwrap();
+    assert_close(
+        "tuned linear",
+        &values(&s.download(&yd).unwrap()),
+        &values(&want),
+        bf16::TOL,
+    );
+
+    let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
+    assert!(
+        cached.contains("matmul|bf16|512x256x512") && cached.contains("linear|bf16|512x256x512"),
+        "{cached}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,5 +1,68 @@
 //! Matrix products on the tensor cores: `c = a @ b` with `a: [M, K]`,
 //! `b: [K, N]`, row-major, accumulated in f32 (`mma`), stored as `T`.
+//!
+//! [`run`] and [`run_linear`] pick the tile shape by autotuning (see
+//! `tile::autotune`): the first problem of each size class on a GPU times the
+//! candidates, later ones reuse the choice.
+
+use tile::autotune::{size_class, tune};
+use tile::{Element, Stream, Tensor};
+
+/// The tile shapes the tuned entry points choose from.
+const TILES: [&str; 3] = ["128x128", "64x128", "64x64"];
+
+fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
+    if shape.len() != rank {
+        return Err(tile::Error::Shape(format!(
+            "{what} must have rank {rank}, got shape {shape:?}"
+        )));
+    }
+    Ok(shape.to_vec())
+}
+
+/// `c = a @ b` with the tile shape tuned for this problem class.
+pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<()> {
+    let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
+    let (m, k, n) = (sa[0], sa[1], sb[1]);
+    let key = format!(
+        "matmul|{}|{}x{}x{}",
+        T::DTYPE,
+        size_class(m),
+        size_class(k),
+        size_class(n)
+    );
+    tune(stream, &key, &TILES, |tile| match tile {
+        "128x128" => matmul::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), a, b, c),
+        "64x128" => matmul::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), a, b, c),
+        _ => matmul::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), a, b, c),
+    })
+}
+
+/// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for this problem class.
+pub fn run_linear<T: Element>(
+    stream: &Stream,
+    x: &Tensor<T>,
+    w: &Tensor<T>,
+    b: &Tensor<T>,
+    y: &mut Tensor<T>,
+    gelu: bool,
+) -> tile::Result<()> {
+    let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
+    let (m, k, n) = (sx[0], sx[1], sw[0]);
+    let key = format!(
+        "linear|{}|{}x{}x{}",
+        T::DTYPE,
+        size_class(m),
+        size_class(k),
+        size_class(n)
+    );
+    let g = gelu as i32;
+    tune(stream, &key, &TILES, |tile| match tile {
+        "128x128" => linear::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
+        "64x128" => linear::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
+        _ => linear::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
+    })
+}
 
 /// `c = a @ b`. A 1-D grid of [`blocks`] blocks; consecutive blocks take
 /// the tiles of `GROUP` block-rows column by column, so a wave of blocks

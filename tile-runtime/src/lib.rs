@@ -8,6 +8,7 @@
 //! - the kernel registry ([`registered_kernels`]);
 //! - [`cpu`], the reference tile library behind every generated `kernel::cpu`.
 
+pub mod autotune;
 pub mod cpu;
 mod device;
 mod dtype;

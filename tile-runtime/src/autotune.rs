@@ -1,0 +1,172 @@
+//! Autotuning: the first time a problem of some class runs on a GPU, time
+//! each candidate specialization and keep the fastest. Choices are cached in
+//! memory and in a file (`$TILE_CACHE_DIR/autotune.tsv`, else
+//! `$XDG_CACHE_HOME/tile/` or `~/.cache/tile/`), keyed by kernel, problem
+//! class and GPU, so later runs and later processes skip the timing.
+//!
+//! `TILE_AUTOTUNE=0` turns tuning off (the first candidate is used);
+//! `TILE_LOG=autotune` prints each choice to stderr.
+//!
+//! Tuning runs the kernel several times on the caller's buffers: only tune
+//! launches whose result doesn't depend on what the output held before.
+
+use crate::{Result, Stream};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+fn cache() -> &'static Mutex<HashMap<String, String>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(read_file()))
+}
+
+fn cache_file() -> Option<PathBuf> {
+    let dir = match std::env::var_os("TILE_CACHE_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(d) => PathBuf::from(d).join("tile"),
+            None => PathBuf::from(std::env::var_os("HOME")?).join(".cache").join("tile"),
+        },
+    };
+    Some(dir.join("autotune.tsv"))
+}
+
+fn read_file() -> HashMap<String, String> {
+    let Some(text) = cache_file().and_then(|p| std::fs::read_to_string(p).ok()) else {
+        return HashMap::new();
+    };
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Appends a choice to the cache file; a file that can't be written only costs a re-tune.
+fn remember(key: &str, choice: &str) {
+    let Some(path) = cache_file() else { return };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{key}\t{choice}");
+    }
+}
+
+fn enabled() -> bool {
+    std::env::var("TILE_AUTOTUNE").map_or(true, |v| v != "0")
+}
+
+fn logging() -> bool {
+    std::env::var("TILE_LOG").is_ok_and(|v| v.split(',').any(|s| s == "autotune"))
+}
+
+/// The candidate (by its name) to use for `key`: the cached choice, or the
+/// one `measure` finds fastest, which is then cached. Candidates `measure`
+/// rejects are skipped; when tuning is off, the first candidate.
+pub fn choose<'c>(key: &str, candidates: &[&'c str], mut measure: impl FnMut(&str) -> Result<f64>) -> Result<&'c str> {
+    assert!(!candidates.is_empty(), "autotuning needs at least one candidate");
+    if !enabled() {
+        return Ok(candidates[0]);
+    }
+    if let Some(c) = cache().lock().expect("autotune cache").get(key) {
+        if let Some(found) = candidates.iter().find(|x| **x == c.as_str()) {
+            return Ok(found);
+        }
+    }
+    let mut best: Option<(&str, f64)> = None;
+    let mut first_error = None;
+    let mut timings = Vec::new();
+    for &c in candidates {
+        match measure(c) {
+            Ok(ms) => {
+                timings.push(format!("{c} {ms:.3} ms"));
+                if best.is_none_or(|(_, b)| ms < b) {
+                    best = Some((c, ms));
+                }
+            }
+            Err(e) => {
+                timings.push(format!("{c} failed: {e}"));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let Some((choice, _)) = best else {
+        return Err(first_error.expect("every candidate failed"));
+    };
+    if logging() {
+        eprintln!("tile autotune: {key} -> {choice} ({})", timings.join(", "));
+    }
+    cache()
+        .lock()
+        .expect("autotune cache")
+        .insert(key.to_string(), choice.to_string());
+    remember(key, choice);
+    Ok(choice)
+}
+
+/// Tunes a launch on `stream`: `run(candidate)` launches that candidate;
+/// each is run once (loading its module), then timed over five launches.
+/// Runs the chosen candidate last, so the outputs hold its result.
+pub fn tune(stream: &Stream, key: &str, candidates: &[&str], mut run: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    let key = format!("{key}|{}", stream.device().name());
+    let choice = choose(&key, candidates, |c| {
+        run(c)?;
+        let start = stream.record()?;
+        for _ in 0..5 {
+            run(c)?;
+        }
+        let end = stream.record()?;
+        Ok(start.elapsed_ms(&end)? as f64 / 5.0)
+    })?;
+    run(choice)
+}
+
+/// Rounds a problem size up to a power of two: sizes in one class share a choice.
+pub fn size_class(n: usize) -> usize {
+    n.max(1).next_power_of_two()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_fastest_then_reuses_the_choice_without_measuring() {
+        let dir = std::env::temp_dir().join(format!("tile-autotune-{}", std::process::id()));
+        // SAFETY (test): this process's tests don't read TILE_CACHE_DIR concurrently.
+        unsafe { std::env::set_var("TILE_CACHE_DIR", &dir) };
+        let times = [("a", 3.0), ("b", 1.0), ("c", 2.0)];
+        let mut calls = 0;
+        let pick = choose("k|test|gpu", &["a", "b", "c"], |c| {
+            calls += 1;
+            Ok(times.iter().find(|t| t.0 == c).unwrap().1)
+        })
+        .unwrap();
+        assert_eq!((pick, calls), ("b", 3));
+        let again = choose("k|test|gpu", &["a", "b", "c"], |_| panic!("cached: no timing")).unwrap();
+        assert_eq!(again, "b");
+        // And on disk, for the next process.
+        let text = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
+        assert!(text.contains("k|test|gpu\tb"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn failing_candidates_are_skipped() {
+        let pick = choose("k|fail|gpu", &["bad", "good"], |c| {
+            if c == "bad" {
+                Err(crate::Error::Shape("no".into()))
+            } else {
+                Ok(1.0)
+            }
+        })
+        .unwrap();
+        assert_eq!(pick, "good");
+    }
+
+    #[test]
+    fn size_classes_are_powers_of_two() {
+        assert_eq!((size_class(0), size_class(768), size_class(1024)), (1, 1024, 1024));
+    }
+}
