@@ -60,6 +60,7 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         shared_bytes: 0,
         labels: 0,
         operands: HashMap::new(),
+        fragment_offsets: HashMap::new(),
         consts: HashMap::new(),
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
@@ -131,6 +132,9 @@ struct Lower<'a> {
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
+    /// Per fragment layout, stored orientation and transposition: each
+    /// thread's `ldmatrix` offsets, computed once in the prologue.
+    fragment_offsets: HashMap<(Layout, usize, bool), Vec<String>>,
     /// Scalar constants, by value.
     consts: HashMap<ValueId, ConstVal>,
     /// Ops not to emit: loads a pipeline replaced with asynchronous copies.

@@ -61,6 +61,16 @@ impl Lower<'_> {
         }
     }
 
+    /// Runs `f` with its instructions going to the prologue: for values that
+    /// depend only on the thread, computed once instead of in every loop trip.
+    fn in_prologue<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        let saved = std::mem::take(&mut self.code);
+        let r = f(self);
+        let emitted = std::mem::replace(&mut self.code, saved);
+        self.prologue.extend(emitted);
+        r
+    }
+
     /// `row * row_bytes + (chunk ^ phase(row)) * 16 + base` for register values.
     pub(super) fn swizzled(&mut self, base: &str, row: &str, chunk: &str, sw: &Swizzle) -> String {
         let phase = self.reg(RegClass::B32);
@@ -148,19 +158,39 @@ impl Lower<'_> {
         let sw = Swizzle {
             row_bytes: lb.shape[contiguous] * 4,
         };
-        let tc = self.coords(lb);
-        (0..lb.num_regs())
-            .map(|r| {
-                let c = lb.reg_coord(r);
-                let row = self.plus(&tc[other], c[other]);
-                let col = self.plus(&tc[contiguous], c[contiguous]);
-                let chunk = self.reg(RegClass::B32);
-                self.emit(format!("shr.u32 {chunk}, {col}, 2;"));
-                let a = self.swizzled(base, &row, &chunk, &sw);
-                let within = self.reg(RegClass::B32);
-                self.emit(format!("and.b32 {within}, {col}, 3;"));
-                self.emit(format!("mad.lo.s32 {a}, {within}, 4, {a};"));
-                let d = self.reg(RegClass::F32);
+        // Each element's offset depends only on the thread: computed once.
+        let key = (lb.clone(), contiguous, false);
+        let offsets = match self.fragment_offsets.get(&key) {
+            Some(o) => o.clone(),
+            None => {
+                let o = self.in_prologue(|l| {
+                    let tc = l.coords(lb);
+                    let zero = l.reg(RegClass::B32);
+                    l.emit(format!("mov.b32 {zero}, 0;"));
+                    (0..lb.num_regs())
+                        .map(|r| {
+                            let c = lb.reg_coord(r);
+                            let row = l.plus(&tc[other], c[other]);
+                            let col = l.plus(&tc[contiguous], c[contiguous]);
+                            let chunk = l.reg(RegClass::B32);
+                            l.emit(format!("shr.u32 {chunk}, {col}, 2;"));
+                            let a = l.swizzled(&zero, &row, &chunk, &sw);
+                            let within = l.reg(RegClass::B32);
+                            l.emit(format!("and.b32 {within}, {col}, 3;"));
+                            l.emit(format!("mad.lo.s32 {a}, {within}, 4, {a};"));
+                            a
+                        })
+                        .collect::<Vec<String>>()
+                });
+                self.fragment_offsets.insert(key, o.clone());
+                o
+            }
+        };
+        offsets
+            .iter()
+            .map(|off| {
+                let (a, d) = (self.reg(RegClass::B32), self.reg(RegClass::F32));
+                self.emit(format!("add.s32 {a}, {base}, {off};"));
                 self.emit(format!("ld.shared.f32 {d}, [{a}];"));
                 d
             })
@@ -174,7 +204,6 @@ impl Lower<'_> {
     /// direction (K for both operands), transposing where that direction
     /// crosses the stored rows.
     pub(super) fn read_fragments(&mut self, base: &str, lb: &Layout, contiguous: usize, role: Operand) -> Vec<String> {
-        let other = 1 - contiguous;
         let sw = Swizzle {
             row_bytes: lb.shape[contiguous] * 2,
         };
@@ -183,6 +212,40 @@ impl Lower<'_> {
             Operand::B => 0,
         };
         let trans = if pair_dim == contiguous { "" } else { ".trans" };
+        let key = (lb.clone(), contiguous, trans.is_empty());
+        let offsets = match self.fragment_offsets.get(&key) {
+            Some(o) => o.clone(),
+            None => {
+                let o = self.in_prologue(|l| l.fragment_offsets_of(lb, contiguous, &sw));
+                self.fragment_offsets.insert(key, o.clone());
+                o
+            }
+        };
+        let pairs: Vec<usize> = (0..lb.num_regs()).step_by(2).collect();
+        let mut out = vec![String::new(); lb.num_regs()];
+        for (group, off) in pairs.chunks(4).zip(&offsets) {
+            let a = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {a}, {base}, {off};"));
+            let words: Vec<String> = group.iter().map(|_| self.reg(RegClass::B32)).collect();
+            self.emit(format!(
+                "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{a}];",
+                group.len(),
+                words.join(", ")
+            ));
+            for (&r, w) in group.iter().zip(&words) {
+                let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+                self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                out[r] = lo;
+                out[r + 1] = hi;
+            }
+        }
+        out
+    }
+
+    /// This thread's `ldmatrix` row address (relative to the tile) for each
+    /// group of four fragment register pairs of `lb`.
+    fn fragment_offsets_of(&mut self, lb: &Layout, contiguous: usize, sw: &Swizzle) -> Vec<String> {
+        let other = 1 - contiguous;
         let warp_only = Layout {
             lane: vec![None; lb.lane.len()],
             ..lb.clone()
@@ -193,8 +256,10 @@ impl Lower<'_> {
         let (block, row8) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
         self.emit(format!("shr.u32 {block}, {lane}, 3;"));
         self.emit(format!("and.b32 {row8}, {lane}, 7;"));
+        let zero = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {zero}, 0;"));
         let pairs: Vec<usize> = (0..lb.num_regs()).step_by(2).collect();
-        let mut out = vec![String::new(); lb.num_regs()];
+        let mut offsets = Vec::new();
         for group in pairs.chunks(4) {
             // Lane 8j + i addresses row i of block j of this group.
             let origin = |r: usize| -> (usize, usize) {
@@ -225,21 +290,9 @@ impl Lower<'_> {
             }
             let chunk = self.reg(RegClass::B32);
             self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
-            let a = self.swizzled(base, &row, &chunk, &sw);
-            let words: Vec<String> = group.iter().map(|_| self.reg(RegClass::B32)).collect();
-            self.emit(format!(
-                "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{a}];",
-                group.len(),
-                words.join(", ")
-            ));
-            for (&r, w) in group.iter().zip(&words) {
-                let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
-                self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
-                out[r] = lo;
-                out[r + 1] = hi;
-            }
+            offsets.push(self.swizzled(&zero, &row, &chunk, sw));
         }
-        out
+        offsets
     }
 
     /// `acc + a @ b` as `mma.sync` steps of 16x8x16 (16x8x8 for tf32) over
