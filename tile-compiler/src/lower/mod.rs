@@ -132,9 +132,10 @@ struct Lower<'a> {
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
-    /// Per fragment layout, stored orientation and transposition: each
-    /// thread's `ldmatrix` offsets, computed once in the prologue.
-    fragment_offsets: HashMap<(Layout, usize, bool), Vec<String>>,
+    /// Per-thread shared-memory offsets computed once in the prologue: keyed
+    /// by layout and a discriminating pair (fragment reads: stored
+    /// orientation and transposition; pipeline copies: element size).
+    fragment_offsets: HashMap<(Layout, usize, &'static str), Vec<String>>,
     /// Scalar constants, by value.
     consts: HashMap<ValueId, ConstVal>,
     /// Ops not to emit: loads a pipeline replaced with asynchronous copies.

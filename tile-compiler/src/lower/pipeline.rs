@@ -179,14 +179,35 @@ impl Lower<'_> {
             row_bytes: l.shape[cols_dim] * eb,
         };
         let accesses = self.accesses_at(tensor, index, l);
-        let tc = self.coords(l);
-        for a in accesses {
-            let c = l.reg_coord(a.first);
-            let row = self.plus(&tc[rows_dim], c[rows_dim]);
-            let col = self.plus(&tc[cols_dim], c[cols_dim]);
-            let chunk = self.reg(RegClass::B32);
-            self.emit(format!("shr.u32 {chunk}, {col}, {};", (16 / eb).trailing_zeros()));
-            let dst = self.swizzled(base, &row, &chunk, &sw);
+        // Where each chunk lands in the tile depends only on the thread: once.
+        let key = (l.clone(), eb, "cp.async");
+        let offsets = match self.fragment_offsets.get(&key) {
+            Some(o) => o.clone(),
+            None => {
+                let firsts: Vec<usize> = accesses.iter().map(|a| a.first).collect();
+                let o = self.in_prologue(|lower| {
+                    let tc = lower.coords(l);
+                    let zero = lower.reg(RegClass::B32);
+                    lower.emit(format!("mov.b32 {zero}, 0;"));
+                    firsts
+                        .iter()
+                        .map(|&first| {
+                            let c = l.reg_coord(first);
+                            let row = lower.plus(&tc[rows_dim], c[rows_dim]);
+                            let col = lower.plus(&tc[cols_dim], c[cols_dim]);
+                            let chunk = lower.reg(RegClass::B32);
+                            lower.emit(format!("shr.u32 {chunk}, {col}, {};", (16 / eb).trailing_zeros()));
+                            lower.swizzled(&zero, &row, &chunk, &sw)
+                        })
+                        .collect::<Vec<String>>()
+                });
+                self.fragment_offsets.insert(key, o.clone());
+                o
+            }
+        };
+        for (a, off) in accesses.into_iter().zip(&offsets) {
+            let dst = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {dst}, {base}, {off};"));
             let size = self.reg(RegClass::B32);
             self.emit(format!("selp.b32 {size}, 16, 0, {};", a.pred));
             let src = if a.imm == 0 {

@@ -63,7 +63,7 @@ impl Lower<'_> {
 
     /// Runs `f` with its instructions going to the prologue: for values that
     /// depend only on the thread, computed once instead of in every loop trip.
-    fn in_prologue<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+    pub(super) fn in_prologue<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
         let saved = std::mem::take(&mut self.code);
         let r = f(self);
         let emitted = std::mem::replace(&mut self.code, saved);
@@ -159,7 +159,7 @@ impl Lower<'_> {
             row_bytes: lb.shape[contiguous] * 4,
         };
         // Each element's offset depends only on the thread: computed once.
-        let key = (lb.clone(), contiguous, false);
+        let key = (lb.clone(), contiguous, "ld.shared");
         let offsets = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
             None => {
@@ -212,7 +212,11 @@ impl Lower<'_> {
             Operand::B => 0,
         };
         let trans = if pair_dim == contiguous { "" } else { ".trans" };
-        let key = (lb.clone(), contiguous, trans.is_empty());
+        let key = (
+            lb.clone(),
+            contiguous,
+            if trans.is_empty() { "ldmatrix" } else { "ldmatrix.trans" },
+        );
         let offsets = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
             None => {
