@@ -9,39 +9,14 @@
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
 //! shape and the best is reported (the specialization a tuner would pick).
 
+mod common;
+
+use common::{median_ms, random};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
 use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::matmul;
 
 const REPS: usize = 10;
-
-fn median_ms(s: &Stream, mut f: impl FnMut()) -> f64 {
-    f();
-    let mut times: Vec<f64> = (0..REPS)
-        .map(|_| {
-            let a = s.record().unwrap();
-            f();
-            let b = s.record().unwrap();
-            a.elapsed_ms(&b).unwrap() as f64
-        })
-        .collect();
-    times.sort_by(|a, b| a.total_cmp(b));
-    times[REPS / 2]
-}
-
-fn random<T: Element>(s: &Stream, shape: &[usize], seed: u64, of: impl Fn(f32) -> T) -> Tensor<T> {
-    let n: usize = shape.iter().product();
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let data: Vec<T> = (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            of((x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0)
-        })
-        .collect();
-    s.upload_slice(&data, shape).unwrap()
-}
 
 /// Best of our tile shapes: milliseconds and the tile.
 fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
@@ -49,7 +24,7 @@ fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>)
     let mut best = (f64::INFINITY, "");
     for (bm, bn, name) in [(128, 128, "128x128"), (64, 128, "64x128"), (64, 64, "64x64")] {
         let grid = matmul::blocks(m, n, bm, bn);
-        let ms = median_ms(s, || {
+        let ms = median_ms(s, REPS, |_| {
             match (bm, bn) {
                 (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, a, b, c),
                 (64, 128) => matmul::matmul::launch::<T, 64, 128, 32>(s, grid, a, b, c),
@@ -90,7 +65,7 @@ where
         beta: zero,
         ldc: n,
     };
-    median_ms(s, || unsafe {
+    median_ms(s, REPS, |_| unsafe {
         blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()).unwrap();
     })
 }
@@ -99,8 +74,8 @@ fn case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize,
 where
     CudaBlas: Gemm<T>,
 {
-    let a = random(s, &[m, k], 1, of);
-    let b = random(s, &[k, n], 2, of);
+    let a = random(s, &[m, k], 1, -1.0, 1.0, of);
+    let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let mut c = s.zeros::<T>(&[m, n]).unwrap();
     let (ms, tile) = ours(s, &a, &b, &mut c);
     let ms_blas = cublas(s, blas, &a, &b, &mut c, of(1.0), of(0.0));

@@ -11,6 +11,9 @@
 //! Each measurement is the median over many launches, rotating between
 //! buffer sets so the data never sits in L2.
 
+mod common;
+
+use common::{median_ms, random};
 use std::time::Instant;
 use tile::{Element, Stream, Tensor, bf16};
 use tile_kernels::{elementwise, norm, softmax};
@@ -18,34 +21,9 @@ use tile_kernels::{elementwise, norm, softmax};
 const SETS: usize = 4;
 const REPS: usize = 40;
 
-/// Median milliseconds of `f` over `REPS` runs, each on buffer set `i % SETS`.
-fn median_ms(s: &Stream, mut f: impl FnMut(usize)) -> f64 {
-    for i in 0..3 {
-        f(i % SETS);
-    }
-    let mut times = Vec::new();
-    for i in 0..REPS {
-        let start = s.record().unwrap();
-        f(i % SETS);
-        let end = s.record().unwrap();
-        times.push(start.elapsed_ms(&end).unwrap() as f64);
-    }
-    times.sort_by(|a, b| a.total_cmp(b));
-    times[REPS / 2]
-}
-
-fn random<T: Element>(s: &Stream, shape: &[usize], seed: u64, of: impl Fn(f32) -> T) -> Tensor<T> {
-    let n: usize = shape.iter().product();
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let data: Vec<T> = (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            of((x >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0)
-        })
-        .collect();
-    s.upload_slice(&data, shape).unwrap()
+/// Median milliseconds over `REPS` runs, run `i` on buffer set `i % SETS`.
+fn rotating(s: &Stream, mut f: impl FnMut(usize)) -> f64 {
+    median_ms(s, REPS, |i| f(i % SETS))
 }
 
 fn row(name: &str, dtype: &str, rows: usize, cols: usize, ms: f64, bytes: f64, copy_gbs: f64) {
@@ -62,20 +40,22 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     let shape = [rows, cols];
     let n = (rows * cols) as f64;
     let eb = std::mem::size_of::<T>() as f64;
-    let xs: Vec<Tensor<T>> = (0..SETS).map(|i| random(s, &shape, i as u64 + 1, of)).collect();
+    let xs: Vec<Tensor<T>> = (0..SETS)
+        .map(|i| random(s, &shape, i as u64 + 1, -2.0, 2.0, of))
+        .collect();
     let mut ys: Vec<Tensor<T>> = (0..SETS).map(|_| s.zeros(&shape).unwrap()).collect();
-    let w = random(s, &[cols], 99, of);
-    let b = random(s, &[cols], 98, of);
+    let w = random(s, &[cols], 99, -2.0, 2.0, of);
+    let b = random(s, &[cols], 98, -2.0, 2.0, of);
 
-    let copy_ms = median_ms(s, |i| s.copy(&xs[i], &mut ys[i]).unwrap());
+    let copy_ms = rotating(s, |i| s.copy(&xs[i], &mut ys[i]).unwrap());
     let copy_gbs = 2.0 * n * eb / copy_ms / 1e6;
     row("copy", dtype, rows, cols, copy_ms, 2.0 * n * eb, copy_gbs);
 
-    let ms = median_ms(s, |i| softmax::run(s, &xs[i], &mut ys[i]).unwrap());
+    let ms = rotating(s, |i| softmax::run(s, &xs[i], &mut ys[i]).unwrap());
     row("softmax", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
     let blocks = |block| rows.div_ceil(softmax::rows_per_block(block)) as u32;
-    let ms = median_ms(s, |i| {
+    let ms = rotating(s, |i| {
         let (x, y) = (&xs[i], &mut ys[i]);
         match cols {
             768 => norm::layer_norm::launch::<T, 1024>(s, blocks(1024), x, &w, &b, y, 1e-5),
@@ -85,7 +65,7 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     });
     row("layer_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
-    let ms = median_ms(s, |i| {
+    let ms = rotating(s, |i| {
         let (x, y) = (&xs[i], &mut ys[i]);
         match cols {
             768 => norm::rms_norm::launch::<T, 1024>(s, blocks(1024), x, &w, y, 1e-5),
@@ -98,7 +78,7 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     let flat_x: Vec<Tensor<T>> = xs.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let mut flat_y: Vec<Tensor<T>> = ys.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let grid = (rows * cols).div_ceil(4096) as u32;
-    let ms = median_ms(s, |i| {
+    let ms = rotating(s, |i| {
         elementwise::gelu::launch::<T, 4096>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap()
     });
     row("gelu", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);

@@ -1556,24 +1556,30 @@ impl<'k> Checker<'k> {
         Ok((ids, shape))
     }
 
+    /// The value out-of-bounds elements read as: `.pad(v)`'s, or zero.
+    fn pad_value(&mut self, dtype: DType, pad: Option<&Expr>, span: Span) -> Result<ValueId> {
+        let val = match pad {
+            Some(e) => self.expr(e)?,
+            None => Val::Weak(Weak::Int(0)),
+        };
+        let pad_span = pad.map(|e| e.span()).unwrap_or(span);
+        let id = self.concrete(val, Some(dtype), pad_span)?;
+        let ty = self.ty(id).clone();
+        if ty != Ty::scalar(dtype) {
+            bail!(
+                pad_span,
+                "the padding of a {dtype} tensor is a {dtype} scalar, found {ty}"
+            );
+        }
+        Ok(id)
+    }
+
     fn gather(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
         Self::arg_count(args, 1, "gather", "x.gather([rows, cols])", span)?;
         let (index, shape) = self.element_indices(&args[0], None, "gather")?;
         self.use_rank(t, index.len(), span)?;
         let (_, dtype, _) = self.tensor_param(t);
-        let pad_val = match pad {
-            Some(e) => self.expr(e)?,
-            None => Val::Weak(Weak::Int(0)),
-        };
-        let pad_span = pad.map(|e| e.span()).unwrap_or(span);
-        let pad_id = self.concrete(pad_val, Some(dtype), pad_span)?;
-        if *self.ty(pad_id) != Ty::scalar(dtype) {
-            bail!(
-                pad_span,
-                "the padding of a {dtype} tensor is a {dtype} scalar, found {}",
-                self.ty(pad_id)
-            );
-        }
+        let pad_id = self.pad_value(dtype, pad, span)?;
         Ok(Val::Value(self.push(
             OpKind::Gather {
                 tensor: t,
@@ -1634,19 +1640,7 @@ impl<'k> Checker<'k> {
         }
         self.use_rank(t, index.len(), span)?;
         let (_, dtype, _) = self.tensor_param(t);
-        let pad_val = match pad {
-            Some(e) => self.expr(e)?,
-            None => Val::Weak(Weak::Int(0)),
-        };
-        let pad_span = pad.map(|e| e.span()).unwrap_or(span);
-        let pad_id = self.concrete(pad_val, Some(dtype), pad_span)?;
-        let pty = self.ty(pad_id).clone();
-        if pty != Ty::scalar(dtype) {
-            bail!(
-                pad_span,
-                "the padding of a {dtype} tensor is a {dtype} scalar, found {pty}"
-            );
-        }
+        let pad_id = self.pad_value(dtype, pad, span)?;
         Ok(Val::Value(self.push(
             OpKind::Load {
                 tensor: t,
