@@ -36,6 +36,10 @@ fn read_file() -> HashMap<String, String> {
     let Some(text) = cache_file().and_then(|p| std::fs::read_to_string(p).ok()) else {
         return HashMap::new();
     };
+    parse(&text)
+}
+
+fn parse(text: &str) -> HashMap<String, String> {
     text.lines()
         .filter_map(|l| l.split_once('\t'))
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -43,8 +47,8 @@ fn read_file() -> HashMap<String, String> {
 }
 
 /// Appends a choice to the cache file; a file that can't be written only costs a re-tune.
-fn remember(key: &str, choice: &str) {
-    let Some(path) = cache_file() else { return };
+fn remember(path: Option<&std::path::Path>, key: &str, choice: &str) {
+    let Some(path) = path else { return };
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -64,12 +68,23 @@ fn logging() -> bool {
 /// The candidate (by its name) to use for `key`: the cached choice, or the
 /// one `measure` finds fastest, which is then cached. Candidates `measure`
 /// rejects are skipped; when tuning is off, the first candidate.
-pub fn choose<'c>(key: &str, candidates: &[&'c str], mut measure: impl FnMut(&str) -> Result<f64>) -> Result<&'c str> {
-    assert!(!candidates.is_empty(), "autotuning needs at least one candidate");
+pub fn choose<'c>(key: &str, candidates: &[&'c str], measure: impl FnMut(&str) -> Result<f64>) -> Result<&'c str> {
     if !enabled() {
         return Ok(candidates[0]);
     }
-    if let Some(c) = cache().lock().expect("autotune cache").get(key) {
+    choose_in(cache(), cache_file().as_deref(), key, candidates, measure)
+}
+
+/// [`choose`] with an explicit memory cache and cache file.
+fn choose_in<'c>(
+    cache: &Mutex<HashMap<String, String>>,
+    file: Option<&std::path::Path>,
+    key: &str,
+    candidates: &[&'c str],
+    mut measure: impl FnMut(&str) -> Result<f64>,
+) -> Result<&'c str> {
+    assert!(!candidates.is_empty(), "autotuning needs at least one candidate");
+    if let Some(c) = cache.lock().expect("autotune cache").get(key) {
         if let Some(found) = candidates.iter().find(|x| **x == c.as_str()) {
             return Ok(found);
         }
@@ -97,11 +112,11 @@ pub fn choose<'c>(key: &str, candidates: &[&'c str], mut measure: impl FnMut(&st
     if logging() {
         eprintln!("tile autotune: {key} -> {choice} ({})", timings.join(", "));
     }
-    cache()
+    cache
         .lock()
         .expect("autotune cache")
         .insert(key.to_string(), choice.to_string());
-    remember(key, choice);
+    remember(file, key, choice);
     Ok(choice)
 }
 
@@ -134,27 +149,32 @@ mod tests {
     #[test]
     fn picks_the_fastest_then_reuses_the_choice_without_measuring() {
         let dir = std::env::temp_dir().join(format!("tile-autotune-{}", std::process::id()));
-        // SAFETY (test): this process's tests don't read TILE_CACHE_DIR concurrently.
-        unsafe { std::env::set_var("TILE_CACHE_DIR", &dir) };
+        let file = dir.join("autotune.tsv");
+        let cache = Mutex::new(HashMap::new());
         let times = [("a", 3.0), ("b", 1.0), ("c", 2.0)];
         let mut calls = 0;
-        let pick = choose("k|test|gpu", &["a", "b", "c"], |c| {
+        let pick = choose_in(&cache, Some(&file), "k|test|gpu", &["a", "b", "c"], |c| {
             calls += 1;
             Ok(times.iter().find(|t| t.0 == c).unwrap().1)
         })
         .unwrap();
         assert_eq!((pick, calls), ("b", 3));
-        let again = choose("k|test|gpu", &["a", "b", "c"], |_| panic!("cached: no timing")).unwrap();
+        let again = choose_in(&cache, Some(&file), "k|test|gpu", &["a", "b", "c"], |_| {
+            panic!("cached")
+        })
+        .unwrap();
         assert_eq!(again, "b");
-        // And on disk, for the next process.
-        let text = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
-        assert!(text.contains("k|test|gpu\tb"));
+        // And on disk, where the next process starts from.
+        let reloaded = Mutex::new(parse(&std::fs::read_to_string(&file).unwrap()));
+        let later = choose_in(&reloaded, None, "k|test|gpu", &["a", "b", "c"], |_| panic!("on disk")).unwrap();
+        assert_eq!(later, "b");
         std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn failing_candidates_are_skipped() {
-        let pick = choose("k|fail|gpu", &["bad", "good"], |c| {
+        let cache = Mutex::new(HashMap::new());
+        let pick = choose_in(&cache, None, "k|fail|gpu", &["bad", "good"], |c| {
             if c == "bad" {
                 Err(crate::Error::Shape("no".into()))
             } else {
