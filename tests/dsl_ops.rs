@@ -598,3 +598,31 @@ fn block_uniform_scalars() {
     // ptxas fuses the multiply-add into one FMA: the last bit may differ from the CPU.
     same(&s, "scalars", &yd, &y, 1e-7);
 }
+
+// ---- grouped tile order ------------------------------------------------------------------------------
+
+#[tile::kernel]
+fn tile_order(order: &mut Tensor<i32>, tiles_m: i32, tiles_n: i32) {
+    let [m, n] = group_tiles(block_id(0), tiles_m, tiles_n, 4);
+    order.store([m, n], full([1, 1], block_id(0)));
+}
+
+#[test]
+fn group_tiles_visits_every_tile_once_in_groups_of_rows() {
+    let (tm, tn) = (10, 7);
+    let mut order = HostTensor::full(&[tm, tn], -1);
+    tile_order::cpu((tm * tn) as u32, &mut order, tm as i32, tn as i32).unwrap();
+    let mut seen: Vec<i32> = order.to_vec();
+    // Blocks 0..3 take column 0 of rows 0..3, then column 1 of the same rows.
+    assert_eq!((order.at(&[0, 0]), order.at(&[3, 0]), order.at(&[0, 1])), (0, 3, 4));
+    // The last group has only two rows (10 = 4 + 4 + 2).
+    assert_eq!((order.at(&[8, 0]), order.at(&[9, 0]), order.at(&[8, 1])), (56, 57, 58));
+    seen.sort();
+    assert_eq!(seen, (0..(tm * tn) as i32).collect::<Vec<_>>());
+    let Some(s) = gpu("group_tiles_visits_every_tile_once_in_groups_of_rows") else {
+        return;
+    };
+    let mut od = s.full(&[tm, tn], -1).unwrap();
+    tile_order::launch(&s, (tm * tn) as u32, &mut od, tm as i32, tn as i32).unwrap();
+    same(&s, "group_tiles", &od, &order, 0.0);
+}

@@ -52,6 +52,11 @@ pub struct Param {
 }
 
 pub enum Stmt {
+    /// `let [a, b] = helper(..);` for DSL helpers that return several scalars.
+    LetArray {
+        names: Vec<Ident>,
+        init: Expr,
+    },
     Let {
         name: Ident,
         mutable: bool,

@@ -456,6 +456,20 @@ impl<'k> Checker<'k> {
 
     fn stmt(&mut self, s: &Stmt) -> Result<()> {
         match s {
+            Stmt::LetArray { names, init } => {
+                let values = self.several(init)?;
+                if values.len() != names.len() {
+                    bail!(
+                        init.span(),
+                        "this returns {} values but the pattern names {}",
+                        values.len(),
+                        names.len()
+                    );
+                }
+                for (n, v) in names.iter().zip(values) {
+                    self.bind(&n.to_string(), Val::Value(v), false);
+                }
+            }
             Stmt::Let {
                 name,
                 mutable,
@@ -1197,6 +1211,10 @@ impl<'k> Checker<'k> {
                 func.span(),
                 "matrix products are written `mma(a, b, acc)`: acc + a @ b on the tensor cores, with an f32 accumulator"
             ),
+            "group_tiles" => bail!(
+                func.span(),
+                "`group_tiles` returns a row and a column: `let [m, n] = group_tiles(block_id(0), tiles_m, tiles_n, 8);`"
+            ),
             "where_" | "r#where" => bail!(func.span(), "the per-element choice is spelled `select(cond, a, b)`"),
             _ => bail!(
                 func.span(),
@@ -1416,6 +1434,70 @@ impl<'k> Checker<'k> {
                 "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
+    }
+
+    /// A DSL helper that returns several scalars: `group_tiles(block, tiles_m, tiles_n, group)`.
+    fn several(&mut self, e: &Expr) -> Result<Vec<ValueId>> {
+        let Expr::Call { func, args, span, .. } = e else {
+            bail!(
+                e.span(),
+                "only `group_tiles(..)` returns several values: `let [m, n] = group_tiles(block_id(0), tiles_m, tiles_n, 8);`"
+            );
+        };
+        if func != "group_tiles" {
+            bail!(
+                func.span(),
+                "only `group_tiles(..)` returns several values: bind other results one per `let`"
+            );
+        }
+        Self::arg_count(
+            args,
+            4,
+            "group_tiles",
+            "group_tiles(block_id(0), tiles_m, tiles_n, 8)",
+            *span,
+        )?;
+        self.group_tiles(args, *span)
+    }
+
+    /// Block `pid` of a 1-D grid as a (row, col) tile: consecutive blocks
+    /// cover `group` tile-rows column by column, so a wave of blocks shares
+    /// operand tiles in L2 (Triton's grouped ordering).
+    fn group_tiles(&mut self, args: &[Expr], span: Span) -> Result<Vec<ValueId>> {
+        let mut vals = Vec::new();
+        for a in args {
+            let v = self.expr(a)?;
+            let id = self.concrete(v, Some(DType::I32), a.span())?;
+            if *self.ty(id) != Ty::scalar(DType::I32) {
+                bail!(
+                    a.span(),
+                    "`group_tiles` takes i32 scalars (block index, tile counts, group size), found {}",
+                    self.ty(id)
+                );
+            }
+            vals.push(Val::Value(id));
+        }
+        let [pid, tiles_m, tiles_n, group] = [vals[0], vals[1], vals[2], vals[3]];
+        let width = self.binary(BinOp::Mul, group, tiles_n, span)?;
+        let first_group = self.binary(BinOp::Div, pid, width, span)?;
+        let first_m = self.binary(BinOp::Mul, first_group, group, span)?;
+        let left = self.binary(BinOp::Sub, tiles_m, first_m, span)?;
+        let (Val::Value(left), Val::Value(g)) = (left, group) else {
+            unreachable!("typed")
+        };
+        let rows = Val::Value(self.push(
+            OpKind::Binary(BinaryOp::Min, left, g),
+            Some(Ty::scalar(DType::I32)),
+            span,
+        ));
+        let within = self.binary(BinOp::Rem, pid, width, span)?;
+        let row = self.binary(BinOp::Rem, within, rows, span)?;
+        let m = self.binary(BinOp::Add, first_m, row, span)?;
+        let n = self.binary(BinOp::Div, within, rows, span)?;
+        let (Val::Value(m), Val::Value(n)) = (m, n) else {
+            unreachable!("typed")
+        };
+        Ok(vec![m, n])
     }
 
     /// `mma(a, b, acc)`: checks operand shapes and types.

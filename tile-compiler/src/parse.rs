@@ -305,6 +305,24 @@ fn parse_block(block: &syn::Block) -> Result<Vec<Stmt>> {
 fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
     match s {
         syn::Stmt::Local(local) => {
+            if let syn::Pat::Slice(ps) = &local.pat {
+                let names = ps
+                    .elems
+                    .iter()
+                    .map(|p| match p {
+                        syn::Pat::Ident(pi) if pi.mutability.is_none() && pi.by_ref.is_none() => Ok(pi.ident.clone()),
+                        other => bail!(other.span(), "destructure into plain names: `let [m, n] = ..`"),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let Some(init) = &local.init else {
+                    bail!(local.span(), "a `let` needs a value");
+                };
+                out.push(Stmt::LetArray {
+                    names,
+                    init: parse_expr(&init.expr)?,
+                });
+                return Ok(());
+            }
             let (name, mutable, ann) = match &local.pat {
                 syn::Pat::Ident(pi) => (pi.ident.clone(), pi.mutability.is_some(), None),
                 syn::Pat::Type(pt) => {
@@ -315,7 +333,7 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
                 }
                 syn::Pat::Tuple(t) => bail!(
                     t.span(),
-                    "destructuring is not part of the DSL: bind one name per `let`"
+                    "tuples are not part of the DSL: bind one name per `let` (helpers that return several scalars destructure as `let [m, n] = ..`)"
                 ),
                 p => bail!(p.span(), "bind one name per `let`"),
             };

@@ -64,18 +64,12 @@ pub fn run_linear<T: Element>(
     })
 }
 
-/// `c = a @ b`. A 1-D grid of [`blocks`] blocks; consecutive blocks take
-/// the tiles of `GROUP` block-rows column by column, so a wave of blocks
-/// shares operand tiles in L2.
+/// `c = a @ b`. A 1-D grid of [`blocks`] blocks; `group_tiles` hands
+/// consecutive blocks the tiles of 8 tile-rows column by column, so a wave
+/// of blocks shares operand tiles in L2.
 #[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
-    let group = 8;
-    let tiles_m = cdiv(a.shape(0), BM);
-    let width = group * cdiv(b.shape(1), BN);
-    let first_m = block_id(0) / width * group;
-    let rows = min(tiles_m - first_m, group);
-    let m = first_m + block_id(0) % width % rows;
-    let n = block_id(0) % width / rows;
+    let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8);
     let mut acc = zeros([BM, BN]);
     for k in 0..cdiv(a.shape(1), BK) {
         acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
@@ -99,13 +93,7 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     y: &mut Tensor<T>,
     gelu: i32,
 ) {
-    let group = 8;
-    let tiles_m = cdiv(x.shape(0), BM);
-    let width = group * cdiv(w.shape(0), BN);
-    let first_m = block_id(0) / width * group;
-    let rows = min(tiles_m - first_m, group);
-    let m = first_m + block_id(0) % width % rows;
-    let n = block_id(0) % width / rows;
+    let [m, n] = group_tiles(block_id(0), cdiv(x.shape(0), BM), cdiv(w.shape(0), BN), 8);
     let mut acc = zeros([BM, BN]);
     for k in 0..cdiv(x.shape(1), BK) {
         acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
@@ -129,13 +117,7 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     residual: &Tensor<T>,
     y: &mut Tensor<T>,
 ) {
-    let group = 8;
-    let tiles_m = cdiv(x.shape(0), BM);
-    let width = group * cdiv(w.shape(0), BN);
-    let first_m = block_id(0) / width * group;
-    let rows = min(tiles_m - first_m, group);
-    let m = first_m + block_id(0) % width % rows;
-    let n = block_id(0) % width / rows;
+    let [m, n] = group_tiles(block_id(0), cdiv(x.shape(0), BM), cdiv(w.shape(0), BN), 8);
     let mut acc = zeros([BM, BN]);
     for k in 0..cdiv(x.shape(1), BK) {
         acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
