@@ -20,18 +20,9 @@ const REPS: usize = 10;
 
 /// Best of our tile shapes: milliseconds and the tile.
 fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
-    let (m, n) = (a.shape()[0], b.shape()[1]);
     let mut best = (f64::INFINITY, "");
-    for (bm, bn, name) in [(128, 128, "128x128"), (64, 128, "64x128"), (64, 64, "64x64")] {
-        let grid = matmul::blocks(m, n, bm, bn);
-        let ms = median_ms(s, REPS, |_| {
-            match (bm, bn) {
-                (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, a, b, c),
-                (64, 128) => matmul::matmul::launch::<T, 64, 128, 32>(s, grid, a, b, c),
-                _ => matmul::matmul::launch::<T, 64, 64, 32>(s, grid, a, b, c),
-            }
-            .unwrap()
-        });
+    for name in matmul::TILES {
+        let ms = median_ms(s, REPS, |_| matmul::launch_tile(s, name, a, b, c).unwrap());
         if ms < best.0 {
             best = (ms, name);
         }
@@ -78,13 +69,19 @@ where
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let mut c = s.zeros::<T>(&[m, n]).unwrap();
     let (ms, tile) = ours(s, &a, &b, &mut c);
+    s.device().use_arch_specific(false);
+    let (ms_portable, tile_portable) = ours(s, &a, &b, &mut c);
+    s.device().use_arch_specific(true);
     let ms_blas = cublas(s, blas, &a, &b, &mut c, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
-        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>8.1} TFLOP/s ({tile:>7})  cuBLAS {:>8.1} TFLOP/s  ratio {:.3}",
+        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {:.3} (portable {:.3})",
         tflops(ms),
+        tflops(ms_portable),
         tflops(ms_blas),
-        ms_blas / ms
+        ms_blas / ms,
+        ms_blas / ms_portable,
+        target = s.device().target().name(),
     );
 }
 

@@ -342,25 +342,45 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
     }
 }
 
+/// Matmul shapes: ragged everywhere (scalar-access variants), and ragged
+/// but with N and K multiples of 8, which the vector variants (on Hopper
+/// the `wgmma` ones) take: M, N, K not multiples of any tile, K below one tile.
+const MATMUL_SHAPES: [(usize, usize, usize); 10] = [
+    (1, 1, 1),
+    (16, 8, 16),
+    (70, 45, 33),
+    (128, 128, 20),
+    (200, 300, 130),
+    (257, 129, 512),
+    (70, 40, 24),
+    (200, 136, 264),
+    (257, 264, 520),
+    (64, 768, 768),
+];
+
+/// Runs `f` on the architecture-specific variants (`wgmma` on Hopper), then on the portable ones.
+fn on_both_paths(device: &Device, mut f: impl FnMut()) {
+    for arch_specific in [true, false] {
+        device.use_arch_specific(arch_specific);
+        f();
+    }
+    device.use_arch_specific(true);
+}
+
 #[test]
 fn matmul_on_tensor_cores_matches_cpu_reference() {
-    let Some((_, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else {
+    let Some((d, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else {
         return;
     };
     let mut rng = Rng::new(17);
-    for (m, n, k) in [
-        (1, 1, 1),
-        (16, 8, 16),
-        (70, 45, 33),
-        (128, 128, 20),
-        (200, 300, 130),
-        (257, 129, 512),
-    ] {
-        matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
-        matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
-        // f32 inputs multiply as tf32 (10-bit mantissa): about 3e-4 relative.
-        matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
-    }
+    on_both_paths(&d, || {
+        for (m, n, k) in MATMUL_SHAPES {
+            matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+            matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
+            // f32 inputs multiply as tf32 (10-bit mantissa): about 3e-4 relative.
+            matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+        }
+    });
 }
 
 fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {
@@ -427,15 +447,17 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
 
 #[test]
 fn tensor_core_linear_and_batched_match_cpu_reference() {
-    let Some((_, s)) = gpu("tensor_core_linear_and_batched_match_cpu_reference") else {
+    let Some((d, s)) = gpu("tensor_core_linear_and_batched_match_cpu_reference") else {
         return;
     };
     let mut rng = Rng::new(18);
-    for (m, n, k) in [(1, 1, 1), (70, 45, 33), (200, 300, 130), (64, 768, 768)] {
-        linear_tc_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
-        linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
-        linear_tc_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
-    }
+    on_both_paths(&d, || {
+        for (m, n, k) in MATMUL_SHAPES {
+            linear_tc_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+            linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
+            linear_tc_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+        }
+    });
 }
 
 #[test]

@@ -101,9 +101,14 @@ fn every_kernel_variant_assembles_without_spills() {
     let mut checked = 0;
     for k in &kernels {
         for target in Target::ALL {
-            // One module per kernel and target holds all its variants.
-            let mut module = Target::module(target, &k.variants[0]);
-            for v in &k.variants[1..] {
+            // One module per kernel and target holds all its variants for that target.
+            let variants: Vec<_> = k
+                .variants
+                .iter()
+                .filter(|v| v.target.is_none_or(|t| t == target))
+                .collect();
+            let mut module = Target::module(target, variants[0]);
+            for v in &variants[1..] {
                 module.push('\n');
                 module.push_str(v.ptx);
             }
@@ -119,14 +124,18 @@ fn every_kernel_variant_assembles_without_spills() {
                 failures.push(format!("{} {}: ptxas failed:\n{stderr}", k.name, target.name()));
                 continue;
             }
+            // ptxas says so when it must serialize `wgmma`s (a lowering bug).
+            if stderr.contains("serialized") {
+                failures.push(format!("{} {}: ptxas about wgmma:\n{stderr}", k.name, target.name()));
+            }
             let reports = parse_reports(&stderr);
-            for v in k.variants {
+            for v in variants {
                 let Some((_, r)) = reports.iter().find(|(n, _)| n == v.entry) else {
                     failures.push(format!("{} {}: no ptxas report for {}", k.name, target.name(), v.entry));
                     continue;
                 };
                 checked += 1;
-                if target == Target::Sm90 {
+                if target == v.target.unwrap_or(Target::Sm90) {
                     println!(
                         "{:<48} {:>3} registers {:>6} B shared",
                         k.describe(v),

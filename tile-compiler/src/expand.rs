@@ -32,6 +32,13 @@ fn variant_spec(v: &Variant) -> TokenStream {
         dynamic_shared_bytes,
         ..
     } = v;
+    let target = match v.target {
+        None => quote!(::core::option::Option::None),
+        Some(t) => {
+            let name = format_ident!("{}", format!("{t:?}"));
+            quote!(::core::option::Option::Some(::tile::Target::#name))
+        }
+    };
     quote! {
         ::tile::VariantSpec {
             types: &[#(#types),*],
@@ -41,6 +48,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             threads: #threads,
             shared_bytes: #shared_bytes,
             dynamic_shared_bytes: #dynamic_shared_bytes,
+            target: #target,
             ptx: #ptx,
         }
     }

@@ -86,6 +86,25 @@ impl Layout {
         }
     }
 
+    /// The accumulator layout of an `[m, n]` `wgmma` tile (see
+    /// [`wgmma_warpgroups`]): in each warpgroup, warp w holds rows
+    /// 16w..16w+16 of every 64-row slab, in the C fragment of `mma.sync.m16n8`
+    /// repeated along N (`wgmma`'s register order), then over the slabs.
+    pub fn wgmma_acc(m: usize, n: usize, num_warps: u32) -> Option<Layout> {
+        let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps)?;
+        let mut reg = vec![(1, 0), (0, 3)];
+        reg.extend((3..log2(tn)).map(|b| (1, b)));
+        reg.extend((6..log2(tm)).map(|b| (0, b)));
+        let mut warp = vec![Some((0, 4)), Some((0, 5))];
+        warp.extend(groups.into_iter().map(Some));
+        Some(Layout {
+            shape: vec![m, n],
+            reg,
+            lane: vec![Some((1, 1)), Some((1, 2)), Some((0, 0)), Some((0, 1)), Some((0, 2))],
+            warp,
+        })
+    }
+
     /// The A-operand layout (`[m, k]`, row-major fragments) of an `mma` whose
     /// result is `[m, n]`; `tf32` selects the m16n8k8 fragment.
     pub fn mma_a(m: usize, k: usize, n: usize, num_warps: u32, tf32: bool) -> Layout {
@@ -284,6 +303,32 @@ impl Layout {
     }
 }
 
+/// How the warpgroups (four warps each) of a block split an `[m, n]`
+/// `wgmma` tile: the coordinate bit each warpgroup bit selects (M first,
+/// while each keeps at least 64 rows, then N), and the warpgroup tile
+/// `[tm, tn]`. `None` when `wgmma` cannot compute the tile: fewer than four
+/// warps or a warp count not a multiple of four, fewer than 64 rows per
+/// warpgroup, or fewer than 8 columns.
+pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>, usize, usize)> {
+    if num_warps < 4 || num_warps % 4 != 0 || m < 64 || n < 8 {
+        return None;
+    }
+    let (mut tm, mut tn) = (m, n);
+    let mut groups = Vec::new();
+    for _ in 0..log2(num_warps as usize / 4) {
+        if tm / 2 >= 64 {
+            groups.push((0, log2(tm) - 1));
+            tm /= 2;
+        } else if tn / 2 >= 8 {
+            groups.push((1, log2(tn) - 1));
+            tn /= 2;
+        } else {
+            return None;
+        }
+    }
+    Some((groups, tm, tn))
+}
+
 /// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit
 /// the coordinate bit it selects (the highest bits of M or N), and the warp
 /// tile `[tm, tn]` (at least 16 x 8). Splits the longer side first.
@@ -314,7 +359,7 @@ pub type Layouts = HashMap<ValueId, Layout>;
 /// they never cost a conversion. A first pass finds the conversions that
 /// remain; where one converts a loaded tile (through casts, element-wise
 /// functions and reshapes), the second pass loads it in the wanted layout.
-pub fn assign_layouts(func: &mut Func) -> Layouts {
+pub fn assign_layouts(func: &mut Func, path: MmaPath) -> Layouts {
     let min_bytes = func
         .params
         .iter()
@@ -328,6 +373,7 @@ pub fn assign_layouts(func: &mut Func) -> Layouts {
         let mut pass = Pass {
             values: func.values.clone(),
             num_warps: func.num_warps,
+            path,
             vec: 16 / min_bytes,
             layouts: HashMap::new(),
             flexible: HashMap::new(),
@@ -394,9 +440,18 @@ fn trace_to_load(
     }
 }
 
+/// Which instructions compute `mma`: `mma.sync` everywhere, or Hopper's
+/// warpgroup `wgmma` (16-bit operands; sm_90a only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaPath {
+    Portable,
+    Wgmma,
+}
+
 struct Pass {
     values: Vec<crate::dtype::Ty>,
     num_warps: u32,
+    path: MmaPath,
     vec: usize,
     layouts: Layouts,
     /// Definitions re-created at each use.
@@ -570,10 +625,16 @@ impl Pass {
                 let (m, k, n) = (sa[0], sa[1], sb[1]);
                 let tf32 = self.values[*a].dtype == crate::dtype::DType::F32;
                 let w = self.num_warps;
+                let wgmma = match self.path {
+                    MmaPath::Wgmma if !tf32 => Layout::wgmma_acc(m, n, w),
+                    _ => None,
+                };
+                // With `wgmma` the operands stay in shared memory: their
+                // fragment layouts only mark the conversions the pipeline serves.
                 let (la, lb, lc) = (
                     Layout::mma_a(m, k, n, w, tf32),
                     Layout::mma_b(k, n, m, w, tf32),
-                    Layout::mma_acc(m, n, w),
+                    wgmma.unwrap_or_else(|| Layout::mma_acc(m, n, w)),
                 );
                 self.operand_layouts.extend([la.clone(), lb.clone()]);
                 *a = self.materialize(*a, &la, out, span);

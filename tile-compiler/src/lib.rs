@@ -42,6 +42,9 @@ pub struct Variant {
     pub threads: u32,
     pub shared_bytes: usize,
     pub dynamic_shared_bytes: usize,
+    /// The only target this variant is for (`wgmma` needs sm_90a); `None`
+    /// for portable PTX, valid on every target.
+    pub target: Option<Target>,
 }
 
 impl Variant {
@@ -141,6 +144,27 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     warps as u32
 }
 
+/// Warps for a kernel's `wgmma` variant, when it has `mma`s: the hint, or
+/// one warpgroup, two when a tile has at least 128 rows and 128 x 128
+/// elements (each warpgroup then holds a 64-row slab or more).
+fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Option<u32> {
+    let groups = all_ops(&func.body)
+        .iter()
+        .filter_map(|op| match &op.kind {
+            ir::OpKind::Mma { acc, .. } => {
+                let shape = func.values[*acc].shape.as_ref()?;
+                Some(if shape[0] >= 128 && shape[0] * shape[1] >= 128 * 128 {
+                    2
+                } else {
+                    1
+                })
+            }
+            _ => None,
+        })
+        .max()?;
+    Some(hint.unwrap_or(4 * groups))
+}
+
 /// The scalar-access variant of a tensor-core kernel stages operands through
 /// registers, which needs room: it gets twice the warps (up to 8), unless
 /// `keep` (the vector variant, or a kernel that fixes `num_warps`).
@@ -214,7 +238,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     body: func.body.clone(),
                     num_warps: scalar_warps(&func, vectorized || kernel.num_warps.is_some()),
                 };
-                let layouts = layout::assign_layouts(&mut f);
+                let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Portable);
                 simplify::remove_dead(&mut f);
                 let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
                 let lowered = lower::lower(&f, &layouts, vectorized, &entry).map_err(in_variant)?;
@@ -227,7 +251,33 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     threads: lowered.threads,
                     shared_bytes: lowered.shared_bytes,
                     dynamic_shared_bytes: lowered.dynamic_shared_bytes,
+                    target: None,
                 });
+            }
+            if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
+                let mut f = ir::Func {
+                    name: func.name.clone(),
+                    params: func.params.clone(),
+                    values: func.values.clone(),
+                    body: func.body.clone(),
+                    num_warps,
+                };
+                let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Wgmma);
+                simplify::remove_dead(&mut f);
+                let entry = format!("{}{}_wgmma", kernel.name, suffix);
+                if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &entry).map_err(in_variant)? {
+                    variants.push(Variant {
+                        types: types.clone(),
+                        consts: values.clone(),
+                        vectorized: true,
+                        entry,
+                        ptx: lowered.text,
+                        threads: lowered.threads,
+                        shared_bytes: lowered.shared_bytes,
+                        dynamic_shared_bytes: lowered.dynamic_shared_bytes,
+                        target: Some(Target::Sm90a),
+                    });
+                }
             }
             funcs.push(Specialization {
                 types: types.clone(),

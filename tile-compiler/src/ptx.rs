@@ -171,7 +171,7 @@ pub fn entry(
     let mut s = String::new();
     if dynamic_shared {
         // Dynamic shared memory: sized at launch, declared at module scope.
-        writeln!(s, ".extern .shared .align 128 .b8 {name}_dyn_smem[];\n").expect("write");
+        writeln!(s, ".extern .shared .align 1024 .b8 {name}_dyn_smem[];\n").expect("write");
     }
     writeln!(s, ".visible .entry {name}(").expect("write");
     let ps: Vec<String> = params

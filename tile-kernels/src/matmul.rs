@@ -8,8 +8,54 @@
 use tile::autotune::{size_class, tune};
 use tile::{Element, Stream, Tensor};
 
-/// The tile shapes the tuned entry points choose from.
-const TILES: [&str; 3] = ["128x128", "64x128", "64x64"];
+/// The tile shapes (`BMxBNxBK`) the tuned entry points choose from.
+pub const TILES: [&str; 6] = [
+    "128x128x64",
+    "128x128x32",
+    "64x128x64",
+    "64x128x32",
+    "64x64x64",
+    "64x64x32",
+];
+
+/// `c = a @ b` with one of [`TILES`] (an unknown name is the smallest tile).
+pub fn launch_tile<T: Element>(
+    stream: &Stream,
+    tile: &str,
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &mut Tensor<T>,
+) -> tile::Result<()> {
+    let (m, n) = (a.shape()[0], b.shape().get(1).copied().unwrap_or(0));
+    match tile {
+        "128x128x64" => matmul::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), a, b, c),
+        "128x128x32" => matmul::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), a, b, c),
+        "64x128x64" => matmul::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), a, b, c),
+        "64x128x32" => matmul::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), a, b, c),
+        "64x64x64" => matmul::launch::<T, 64, 64, 64>(stream, blocks(m, n, 64, 64), a, b, c),
+        _ => matmul::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), a, b, c),
+    }
+}
+
+/// `y = x @ w^T + b` (GELU after if `gelu`) with one of [`TILES`].
+pub fn launch_linear_tile<T: Element>(
+    stream: &Stream,
+    tile: &str,
+    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
+    y: &mut Tensor<T>,
+    gelu: bool,
+) -> tile::Result<()> {
+    let (m, n) = (x.shape()[0], w.shape()[0]);
+    let g = gelu as i32;
+    match tile {
+        "128x128x64" => linear::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
+        "128x128x32" => linear::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
+        "64x128x64" => linear::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
+        "64x128x32" => linear::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
+        "64x64x64" => linear::launch::<T, 64, 64, 64>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
+        _ => linear::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
+    }
+}
 
 fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
     if shape.len() != rank {
@@ -31,11 +77,7 @@ pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Te
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &TILES, |tile| match tile {
-        "128x128" => matmul::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), a, b, c),
-        "64x128" => matmul::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), a, b, c),
-        _ => matmul::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), a, b, c),
-    })
+    tune(stream, &key, &TILES, |tile| launch_tile(stream, tile, a, b, c))
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for this problem class.
@@ -56,18 +98,15 @@ pub fn run_linear<T: Element>(
         size_class(k),
         size_class(n)
     );
-    let g = gelu as i32;
-    tune(stream, &key, &TILES, |tile| match tile {
-        "128x128" => linear::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
-        "64x128" => linear::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
-        _ => linear::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
+    tune(stream, &key, &TILES, |tile| {
+        launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
 
 /// `c = a @ b`. A 1-D grid of [`blocks`] blocks; `group_tiles` hands
 /// consecutive blocks the tiles of 8 tile-rows column by column, so a wave
 /// of blocks shares operand tiles in L2.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
     let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8);
     let mut acc = zeros([BM, BN]);
@@ -85,7 +124,7 @@ pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
 /// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1: a linear layer with
 /// `x: [M, K]`, `w: [N, K]` (PyTorch's layout, read transposed in place),
 /// `b: [N]`, `y: [M, N]`. Grid: [`blocks`]`(M, N, BM, BN)`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
     w: &Tensor<T>,
@@ -109,7 +148,7 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
 
 /// `y = residual + x @ w^T + b`: a projection fused with the residual
 /// connection after it. Shapes as [`linear`]; `residual: [M, N]`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
 pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
     w: &Tensor<T>,
@@ -128,7 +167,7 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 
 /// `c[i] = a[i] @ b[i]` for a batch: `a: [B, M, K]`, `b: [B, K, N]`,
 /// `c: [B, M, N]`. Grid: `(blocks(M, N, BM, BN), B)`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32])]
+#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
 pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
     a: &Tensor<T>,
     b: &Tensor<T>,

@@ -2,7 +2,8 @@
 //! each candidate specialization and keep the fastest. Choices are cached in
 //! memory and in a file (`$TILE_CACHE_DIR/autotune.tsv`, else
 //! `$XDG_CACHE_HOME/tile/` or `~/.cache/tile/`), keyed by kernel, problem
-//! class and GPU, so later runs and later processes skip the timing.
+//! class, GPU and target (sm_90a variants differ from portable ones), so
+//! later runs and later processes skip the timing.
 //!
 //! `TILE_AUTOTUNE=0` turns tuning off (the first candidate is used);
 //! `TILE_LOG=autotune` prints each choice to stderr.
@@ -124,7 +125,8 @@ fn choose_in<'c>(
 /// each is run once (loading its module), then timed over five launches.
 /// Runs the chosen candidate last, so the outputs hold its result.
 pub fn tune(stream: &Stream, key: &str, candidates: &[&str], mut run: impl FnMut(&str) -> Result<()>) -> Result<()> {
-    let key = format!("{key}|{}", stream.device().name());
+    let device = stream.device();
+    let key = format!("{key}|{}|{}", device.name(), device.target().name());
     let choice = choose(&key, candidates, |c| {
         run(c)?;
         let start = stream.record()?;

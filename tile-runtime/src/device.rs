@@ -5,6 +5,7 @@ use crate::spec::{KernelSpec, Target, VariantSpec};
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One CUDA device with its primary context.
@@ -12,6 +13,9 @@ pub struct Device {
     ctx: Arc<CudaContext>,
     name: String,
     capability: (i32, i32),
+    /// Whether variants made for this GPU's architecture-specific target
+    /// (sm_90a: `wgmma`) are used; else only portable ones.
+    arch_specific: AtomicBool,
     functions: Mutex<HashMap<usize, CudaFunction>>,
 }
 
@@ -67,6 +71,7 @@ impl Device {
             ctx,
             name,
             capability,
+            arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
             functions: Mutex::new(HashMap::new()),
         }))
     }
@@ -80,10 +85,23 @@ impl Device {
         self.capability
     }
 
-    /// The PTX target loaded on this device. The portable sm_90 PTX runs on
-    /// every supported GPU: the driver compiles it for sm_100 and sm_120.
+    /// The PTX target whose variants this device runs: sm_90a on Hopper
+    /// (kernels with `mma` have `wgmma` variants for it), else the portable
+    /// sm_90 PTX, which the driver compiles for sm_100 and sm_120. Setting
+    /// `TILE_PORTABLE=1`, or [`Device::use_arch_specific`]`(false)`, keeps
+    /// to the portable variants.
     pub fn target(&self) -> Target {
-        Target::Sm90
+        if self.capability == (9, 0) && self.arch_specific.load(Ordering::Relaxed) {
+            Target::Sm90a
+        } else {
+            Target::Sm90
+        }
+    }
+
+    /// Whether to launch variants made for this GPU's architecture-specific
+    /// target (see [`Device::target`]); for comparing them with the portable ones.
+    pub fn use_arch_specific(&self, on: bool) {
+        self.arch_specific.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
@@ -114,7 +132,7 @@ impl Device {
         if let Some(f) = cache.get(&key) {
             return Ok(f.clone());
         }
-        let ptx = self.target().module(v);
+        let ptx = v.target.unwrap_or(Target::Sm90).module(v);
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))

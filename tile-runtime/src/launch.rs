@@ -161,7 +161,7 @@ pub fn launch(
         }
     }
     let variant = kernel
-        .variant(types, consts, vectorized)
+        .variant(types, consts, vectorized, stream.device().target())
         .ok_or_else(|| Error::NotBuilt {
             kernel: kernel.name,
             consts: consts.to_vec(),

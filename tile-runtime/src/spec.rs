@@ -47,6 +47,9 @@ pub struct VariantSpec {
     pub shared_bytes: usize,
     /// Dynamic shared memory to launch with (pipeline stages).
     pub dynamic_shared_bytes: usize,
+    /// The only target this variant runs on (`wgmma` needs sm_90a), or
+    /// `None` for portable PTX.
+    pub target: Option<Target>,
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
 }
@@ -66,11 +69,23 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// The variant for these type and const values, vectorized or not.
-    pub fn variant(&self, types: &[DType], consts: &[i64], vectorized: bool) -> Option<&'static VariantSpec> {
-        self.variants
-            .iter()
-            .find(|v| v.types == types && v.consts == consts && v.vectorized == vectorized)
+    /// The variant for these type and const values, vectorized or not, on
+    /// `target`: one made for that target where there is one, else the portable one.
+    pub fn variant(
+        &self,
+        types: &[DType],
+        consts: &[i64],
+        vectorized: bool,
+        target: Target,
+    ) -> Option<&'static VariantSpec> {
+        let matching = || {
+            self.variants
+                .iter()
+                .filter(move |v| v.types == types && v.consts == consts && v.vectorized == vectorized)
+        };
+        matching()
+            .find(|v| v.target == Some(target))
+            .or_else(|| matching().find(|v| v.target.is_none()))
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
@@ -83,6 +98,9 @@ impl KernelSpec {
             .collect();
         parts.extend(self.consts.iter().zip(v.consts).map(|(n, x)| format!("{n}={x}")));
         parts.push(if v.vectorized { "vectorized" } else { "scalar" }.to_string());
+        if let Some(t) = v.target {
+            parts.push(t.name().to_string());
+        }
         format!("{}[{}]", self.name, parts.join(", "))
     }
 }

@@ -17,6 +17,9 @@ use std::collections::{HashMap, HashSet};
 
 mod pipeline;
 mod tensor_core;
+mod wgmma;
+
+pub use crate::layout::MmaPath;
 
 /// Which operand of an `mma` a value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +46,36 @@ pub struct Lowered {
 /// dimension is contiguous and a multiple of 16 bytes, and its other strides
 /// are multiples of 16 bytes.
 pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str) -> Result<Lowered> {
+    lower_with(func, layouts, vectorized, entry_name, MmaPath::Portable).map(|(lowered, _)| lowered)
+}
+
+/// Lowers one specialization with its `mma`s on `wgmma` (layouts from
+/// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]): `None` when the
+/// kernel has no `mma` or one of them cannot take that path.
+pub fn lower_wgmma(func: &Func, layouts: &Layouts, entry_name: &str) -> Result<Option<Lowered>> {
+    let (lowered, l) = lower_with(func, layouts, true, entry_name, MmaPath::Wgmma)?;
+    Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
+}
+
+/// What the `wgmma` path found.
+struct WgmmaReport {
+    no_wgmma: Option<wgmma::Unsupported>,
+    wgmma_count: usize,
+}
+
+fn lower_with(
+    func: &Func,
+    layouts: &Layouts,
+    vectorized: bool,
+    entry_name: &str,
+    path: MmaPath,
+) -> Result<(Lowered, WgmmaReport)> {
     let mut l = Lower {
+        path,
+        no_wgmma: None,
+        wgmma_count: 0,
+        in_place: HashMap::new(),
+        wgmma_in_flight: 0,
         func,
         entry: entry_name.to_string(),
         layouts,
@@ -94,12 +126,18 @@ pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str)
         },
         (&l.prologue, &l.code),
     );
-    Ok(Lowered {
-        text,
-        shared_bytes: l.shared_bytes,
-        dynamic_shared_bytes: l.dynamic_shared,
-        threads,
-    })
+    Ok((
+        Lowered {
+            text,
+            shared_bytes: l.shared_bytes,
+            dynamic_shared_bytes: l.dynamic_shared,
+            threads,
+        },
+        WgmmaReport {
+            no_wgmma: l.no_wgmma,
+            wgmma_count: l.wgmma_count,
+        },
+    ))
 }
 
 struct TensorRegs {
@@ -116,6 +154,15 @@ type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
 
 struct Lower<'a> {
     func: &'a Func,
+    path: MmaPath,
+    /// Why an `mma` could not take the `wgmma` path (that variant is dropped).
+    no_wgmma: Option<wgmma::Unsupported>,
+    /// `mma`s lowered to `wgmma`.
+    wgmma_count: usize,
+    /// `mma` results that may reuse their accumulator's registers (result -> accumulator).
+    in_place: HashMap<ValueId, ValueId>,
+    /// `wgmma` groups an iteration of the current pipelined loop leaves running.
+    wgmma_in_flight: usize,
     entry: String,
     layouts: &'a Layouts,
     vectorized: bool,
@@ -693,7 +740,10 @@ impl<'a> Lower<'a> {
             OpKind::Reduce { op: rop, arg, axis } => self.reduce(*rop, *arg, *axis, r.expect("result")),
             OpKind::Reshape(a) | OpKind::Permute { arg: a, .. } => self.regs_of(*a),
             OpKind::Broadcast(a) => self.broadcast(*a, r.expect("result")),
-            OpKind::Mma { a, b, acc } => self.mma(*a, *b, *acc),
+            OpKind::Mma { a, b, acc } => match self.path {
+                MmaPath::Portable => self.mma(*a, *b, *acc),
+                MmaPath::Wgmma => self.wgmma(*a, *b, *acc, r.expect("mma result")),
+            },
             OpKind::Convert(a) => self.convert(*a, r.expect("result")),
             OpKind::For {
                 lo,
@@ -1065,6 +1115,10 @@ impl<'a> Lower<'a> {
     fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
         let (la, lb) = (self.layout(arg), self.layout(result));
         if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
+            // `wgmma` reads the stage itself, through a descriptor.
+            if self.path == MmaPath::Wgmma {
+                return Vec::new();
+            }
             return if self.dtype(arg).bytes() == 2 {
                 self.read_fragments(&base, lb, contiguous, role)
             } else {
@@ -1335,6 +1389,16 @@ impl<'a> Lower<'a> {
             self.vals.insert(arg, regs.clone());
             carried.push(regs);
         }
+        // Accumulators an `mma` may update in place: a carried tile used only
+        // by the `mma` whose result is used only as the next iteration's value.
+        for (&y, &arg) in yields.iter().zip(args) {
+            let by_mma = body
+                .iter()
+                .any(|op| op.results.first() == Some(&y) && matches!(op.kind, OpKind::Mma { acc, .. } if acc == arg));
+            if by_mma && pipeline::uses(body, arg) == 1 && pipeline::uses(body, y) == 0 {
+                self.in_place.insert(y, arg);
+            }
+        }
         let i = self.copy(RegClass::B32, &self.scalar(lo));
         let plan = if self.vectorized {
             self.pipeline_plan(var, body)
@@ -1343,6 +1407,7 @@ impl<'a> Lower<'a> {
         };
         if let Some(plan) = &plan {
             self.pipeline_prologue(plan, &i);
+            self.wgmma_in_flight = plan.wgmma_in_flight;
         }
         self.vals.insert(var, vec![i.clone()]);
         let (head, end) = (self.label("loop"), self.label("done"));
@@ -1357,14 +1422,18 @@ impl<'a> Lower<'a> {
         if let Some(plan) = &plan {
             self.pipeline_advance(plan);
         }
-        // Parallel copy: read every yield before overwriting any carried register.
+        // Parallel copy: read every yield before overwriting any carried
+        // register. A yield updated in place (`wgmma`) needs none.
         let mut temps = Vec::new();
-        for (&y, &arg) in yields.iter().zip(args) {
+        for ((&y, &arg), regs) in yields.iter().zip(args).zip(&carried) {
+            if self.regs_of(y) == *regs {
+                continue;
+            }
             let class = self.classes(arg);
             let t: Vec<String> = self.regs_of(y).iter().map(|r| self.copy(class, r)).collect();
-            temps.push((class, t));
+            temps.push((class, t, regs));
         }
-        for ((class, t), regs) in temps.iter().zip(&carried) {
+        for (class, t, regs) in &temps {
             for (d, s) in regs.iter().zip(t) {
                 self.mov(*class, d, s);
             }
@@ -1374,6 +1443,7 @@ impl<'a> Lower<'a> {
         self.emit(format!("{end}:"));
         if plan.is_some() {
             self.pipeline_drain();
+            self.wgmma_in_flight = 0;
         }
         for (&r, regs) in results.iter().zip(carried) {
             self.vals.insert(r, regs);

@@ -6,15 +6,22 @@
 //! waits for its own tiles, starts the copies for `k + STAGES - 1`, and reads
 //! fragments with `ldmatrix` while those copies are in flight.
 
-use super::{Lower, Operand};
+use super::{Lower, MmaPath, Operand};
 use crate::ir::*;
 use crate::layout::Layout;
 use crate::ptx::RegClass;
 use std::collections::HashSet;
 
 /// Shared memory a pipeline's stages may take (dynamic shared memory: the
-/// launcher raises the kernel's limit past the 48 KiB default).
+/// launcher raises the kernel's limit past the 48 KiB default). `wgmma`
+/// keeps no operand fragments in registers, so its blocks are fewer per SM
+/// and take deeper pipelines.
 const PIPELINE_BYTES: usize = 96 * 1024;
+const WGMMA_PIPELINE_BYTES: usize = 160 * 1024;
+
+/// Alignment of every staged tile: the 1024-byte period of the 128-byte
+/// swizzle, so that the stored pattern is the hardware's (`wgmma`, TMA).
+const TILE_ALIGN: usize = 1024;
 
 /// One tile the pipeline copies each iteration.
 pub(super) struct Staged {
@@ -39,6 +46,12 @@ pub(super) struct Plan {
     var: ValueId,
     staged: Vec<Staged>,
     stages: usize,
+    /// How many iterations ahead the copies run: `stages - 1`, or with
+    /// `wgmma` `stages - 2`, so that the stage the previous iteration's
+    /// still-running `wgmma` reads is not overwritten.
+    ahead: usize,
+    /// `wgmma` groups left running at the end of an iteration (0 or 1).
+    pub(super) wgmma_in_flight: usize,
     stage_bytes: usize,
     /// Offset of the stages in dynamic shared memory.
     buffer: usize,
@@ -60,7 +73,7 @@ fn defined(ops: &[Op], out: &mut HashSet<ValueId>) {
     }
 }
 
-fn uses(ops: &[Op], v: ValueId) -> usize {
+pub(super) fn uses(ops: &[Op], v: ValueId) -> usize {
     ops.iter()
         .map(|op| {
             op.kind.operands().iter().filter(|&&x| x == v).count()
@@ -109,7 +122,9 @@ impl Lower<'_> {
             let indexable = index.iter().all(|&i| i == var || !inside.contains(&i));
             let la: &Layout = self.layout(src);
             let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 16 / eb);
-            let single_use = chain.iter().all(|&v| uses(body, v) == 1);
+            // `wgmma` reads the stage itself: the conversion must feed one `mma` alone.
+            let single_use = chain.iter().all(|&v| uses(body, v) == 1)
+                && (self.path == MmaPath::Portable || uses(body, convert) == 1);
             let load_shape = &self.layout(load).shape;
             let two_d = load_shape[..load_shape.len() - 1].iter().filter(|&&n| n > 1).count() <= 1;
             let (Some(contiguous), true, true, true, true, true) =
@@ -129,18 +144,26 @@ impl Lower<'_> {
                 offset,
                 eb,
             });
-            offset += bytes;
+            offset += bytes.next_multiple_of(TILE_ALIGN);
         }
-        if staged.is_empty() || offset * 2 > PIPELINE_BYTES {
+        let budget = match self.path {
+            MmaPath::Portable => PIPELINE_BYTES,
+            MmaPath::Wgmma => WGMMA_PIPELINE_BYTES,
+        };
+        if staged.is_empty() || offset * 2 > budget {
             return None;
         }
-        let stages = (PIPELINE_BYTES / offset).clamp(2, 4);
-        let buffer = self.dynamic_shared;
-        self.dynamic_shared += stages * offset;
+        let stages = (budget / offset).clamp(2, 4);
+        let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
+        let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
+        let buffer = self.dynamic_shared.next_multiple_of(TILE_ALIGN);
+        self.dynamic_shared = buffer + stages * offset;
         Some(Plan {
             var,
             staged,
             stages,
+            ahead,
+            wgmma_in_flight: usize::from(overlap_wgmma),
             stage_bytes: offset,
             buffer,
             read_stage: self.reg(RegClass::B32),
@@ -176,6 +199,7 @@ impl Lower<'_> {
         let cols_dim = l.shape.len() - 1;
         let rows_dim = (0..cols_dim).find(|&d| l.shape[d] > 1).unwrap_or(0);
         let sw = super::tensor_core::Swizzle {
+            rows: l.shape[rows_dim],
             row_bytes: l.shape[cols_dim] * eb,
         };
         let accesses = self.accesses_at(tensor, index, l);
@@ -219,11 +243,11 @@ impl Lower<'_> {
         }
     }
 
-    /// Before the loop: stage indices, and the first `STAGES - 1` iterations' copies.
+    /// Before the loop: stage indices, and the first `ahead` iterations' copies.
     pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str) {
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
-        self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.stages - 1));
-        for s in 0..plan.stages - 1 {
+        self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
+        for s in 0..plan.ahead {
             let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
             self.emit(format!("add.s32 {j}, {lo}, {s};"));
             self.emit(format!("mov.b32 {stage}, {s};"));
@@ -232,12 +256,16 @@ impl Lower<'_> {
     }
 
     /// At the top of iteration `k`: wait for its tiles, start the copies for
-    /// `k + STAGES - 1`, and point the staged conversions at the read stage.
+    /// `k + ahead`, and point the staged conversions at the read stage.
     pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str) {
-        self.emit(format!("cp.async.wait_group {};", plan.stages - 2));
+        self.emit(format!("cp.async.wait_group {};", plan.ahead - 1));
+        if self.path == MmaPath::Wgmma {
+            // The copies wrote through the generic proxy; `wgmma` reads through the async one.
+            self.emit("fence.proxy.async.shared::cta;");
+        }
         self.emit("bar.sync 0;");
         let j = self.reg(RegClass::B32);
-        self.emit(format!("add.s32 {j}, {k}, {};", plan.stages - 1));
+        self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
         self.issue_copies(plan, &j, &plan.write_stage.clone());
         let base = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
@@ -264,8 +292,12 @@ impl Lower<'_> {
         }
     }
 
-    /// After the loop: no copy may still be writing shared memory.
+    /// After the loop: no copy may still be writing shared memory, and no
+    /// `wgmma` still updating an accumulator.
     pub(super) fn pipeline_drain(&mut self) {
+        if self.path == MmaPath::Wgmma {
+            self.emit("wgmma.wait_group.sync.aligned 0;");
+        }
         self.emit("cp.async.wait_group 0;");
         self.emit("bar.sync 0;");
     }

@@ -8,21 +8,32 @@ use crate::layout::Layout;
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
 
-/// Byte offset of 16-byte chunk `chunk` of row `row` in a shared tile whose
-/// rows are `row_bytes` long, XOR-swizzled so that eight consecutive rows at
-/// one chunk (what `ldmatrix` reads) and eight consecutive chunks (what a
-/// quarter-warp stores) fall in distinct banks.
+/// Where 16-byte chunk `chunk` of row `row` of a `rows x row_bytes` tile
+/// lives in shared memory: rows longer than 128 bytes are cut into panels
+/// of 128-byte columns stored one after another, and within a panel the
+/// chunk index is XORed with the row's 128-byte line, so that eight
+/// consecutive rows at one chunk (what `ldmatrix` reads) and eight
+/// consecutive chunks (what a quarter-warp stores) fall in distinct banks.
+/// This is exactly the hardware's 128/64/32-byte swizzle (CUTLASS's
+/// `Swizzle<3|2|1, 4, 3>`) on a 1024-byte-aligned tile, which `wgmma`
+/// descriptors and TMA name by mode.
 pub(super) struct Swizzle {
+    pub(super) rows: usize,
     pub(super) row_bytes: usize,
 }
 
 impl Swizzle {
+    /// Bytes of one row within a panel.
+    pub(super) fn line_bytes(&self) -> usize {
+        self.row_bytes.min(128)
+    }
+
     fn rows_per_line(&self) -> usize {
-        (128 / self.row_bytes).max(1)
+        128 / self.line_bytes()
     }
 
     fn phases(&self) -> usize {
-        (self.row_bytes / 16).min(8)
+        self.line_bytes() / 16
     }
 }
 
@@ -33,7 +44,7 @@ const HALF_A: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8
 const HALF_B: Fragment = &[(0, 0), (1, 0), (8, 0), (9, 0)];
 const TF32_A: Fragment = &[(0, 0), (8, 0), (0, 4), (8, 4)];
 const TF32_B: Fragment = &[(0, 0), (4, 0)];
-const ACC: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1)];
+pub(super) const ACC: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1)];
 
 impl Lower<'_> {
     /// Records every scalar constant.
@@ -71,7 +82,8 @@ impl Lower<'_> {
         r
     }
 
-    /// `row * row_bytes + (chunk ^ phase(row)) * 16 + base` for register values.
+    /// `base + panel * rows * line + row * line + ((chunk % per_line) ^ phase(row)) * 16`
+    /// for register values (see [`Swizzle`]).
     pub(super) fn swizzled(&mut self, base: &str, row: &str, chunk: &str, sw: &Swizzle) -> String {
         let phase = self.reg(RegClass::B32);
         self.emit(format!(
@@ -82,10 +94,32 @@ impl Lower<'_> {
         let c = self.reg(RegClass::B32);
         self.emit(format!("xor.b32 {c}, {chunk}, {phase};"));
         let a = self.reg(RegClass::B32);
-        self.emit(format!("shl.b32 {a}, {c}, 4;"));
-        self.emit(format!("mad.lo.s32 {a}, {row}, {}, {a};", sw.row_bytes));
+        if sw.row_bytes > 128 {
+            // The panel's chunk bits pass through the XOR untouched.
+            let (panel, within) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+            self.emit(format!("shr.u32 {panel}, {c}, 3;"));
+            self.emit(format!("and.b32 {within}, {c}, 7;"));
+            self.emit(format!("mad.lo.s32 {a}, {row}, 8, {within};"));
+            self.emit(format!("mad.lo.s32 {a}, {panel}, {}, {a};", sw.rows * 8));
+            self.emit(format!("shl.b32 {a}, {a}, 4;"));
+        } else {
+            self.emit(format!("shl.b32 {a}, {c}, 4;"));
+            self.emit(format!("mad.lo.s32 {a}, {row}, {}, {a};", sw.row_bytes));
+        }
         self.emit(format!("add.s32 {a}, {a}, {base};"));
         a
+    }
+
+    /// `values[index]` as a register, for a small table and a register index.
+    pub(super) fn pick(&mut self, index: &str, values: &[usize]) -> String {
+        let d = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {d}, {};", values[0]));
+        for (j, v) in values.iter().enumerate().skip(1) {
+            let p = self.reg(RegClass::Pred);
+            self.emit(format!("setp.eq.u32 {p}, {index}, {j};"));
+            self.emit(format!("selp.b32 {d}, {v}, {d}, {p};"));
+        }
+        d
     }
 
     /// `reg + k` (or `k`) as a register.
@@ -110,7 +144,10 @@ impl Lower<'_> {
         let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= vec)?;
         let other = 1 - contiguous;
         let (rows, cols) = (lb.shape[other], lb.shape[contiguous]);
-        let sw = Swizzle { row_bytes: cols * eb };
+        let sw = Swizzle {
+            rows,
+            row_bytes: cols * eb,
+        };
         self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
         let base = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {base}, smem;"));
@@ -156,6 +193,7 @@ impl Lower<'_> {
     pub(super) fn read_elements(&mut self, base: &str, lb: &Layout, contiguous: usize) -> Vec<String> {
         let other = 1 - contiguous;
         let sw = Swizzle {
+            rows: lb.shape[other],
             row_bytes: lb.shape[contiguous] * 4,
         };
         // Each element's offset depends only on the thread: computed once.
@@ -205,6 +243,7 @@ impl Lower<'_> {
     /// crosses the stored rows.
     pub(super) fn read_fragments(&mut self, base: &str, lb: &Layout, contiguous: usize, role: Operand) -> Vec<String> {
         let sw = Swizzle {
+            rows: lb.shape[1 - contiguous],
             row_bytes: lb.shape[contiguous] * 2,
         };
         let pair_dim = match role {
@@ -270,18 +309,10 @@ impl Lower<'_> {
                 let c = lb.reg_coord(r);
                 (c[other], c[contiguous])
             };
-            let pick = |lower: &mut Self, values: Vec<usize>| -> String {
-                let d = lower.reg(RegClass::B32);
-                lower.emit(format!("mov.b32 {d}, {};", values[0]));
-                for (j, v) in values.iter().enumerate().skip(1) {
-                    let p = lower.reg(RegClass::Pred);
-                    lower.emit(format!("setp.eq.u32 {p}, {block}, {j};"));
-                    lower.emit(format!("selp.b32 {d}, {v}, {d}, {p};"));
-                }
-                d
-            };
-            let row_origin = pick(self, group.iter().map(|&r| origin(r).0).collect());
-            let col_origin = pick(self, group.iter().map(|&r| origin(r).1).collect());
+            let rows: Vec<usize> = group.iter().map(|&r| origin(r).0).collect();
+            let cols: Vec<usize> = group.iter().map(|&r| origin(r).1).collect();
+            let row_origin = self.pick(&block, &rows);
+            let col_origin = self.pick(&block, &cols);
             let row = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {row}, {row_origin}, {row8};"));
             if let Some(w) = &wc[other] {

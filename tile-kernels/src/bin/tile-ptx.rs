@@ -3,7 +3,8 @@
 //!
 //! Files are named `<kernel>.<variant>.<target>.ptx`, where the variant is
 //! the specialization's types and const values and `v` (16-byte vector
-//! accesses) or `s` (scalar accesses), e.g. `softmax.f32_1024_v.sm_90.ptx`.
+//! accesses) or `s` (scalar accesses), e.g. `softmax.f32_1024_v.sm_90.ptx`,
+//! or `wgmma` (Hopper's warpgroup tensor cores), written for sm_90a alone.
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -53,7 +54,7 @@ fn main() -> std::process::ExitCode {
         }
         for v in k.variants {
             let variant = v.entry.strip_prefix(k.name).unwrap_or(v.entry).trim_start_matches('_');
-            for t in &targets {
+            for t in targets.iter().filter(|t| v.target.is_none_or(|only| only == **t)) {
                 let path = args.out.join(format!("{}.{}.{}.ptx", k.name, variant, t.name()));
                 if let Err(e) = std::fs::write(&path, t.module(v)) {
                     eprintln!("can't write {}: {e}", path.display());

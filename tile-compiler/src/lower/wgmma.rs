@@ -1,0 +1,228 @@
+//! Hopper's warpgroup tensor cores (sm_90a): `wgmma.mma_async` reads both
+//! operands straight from the pipeline's swizzled shared-memory stages
+//! through matrix descriptors and accumulates in registers laid out as
+//! [`Layout::wgmma_acc`](crate::layout::Layout::wgmma_acc). A kernel gets
+//! this variant only when every `mma` in it can take the path; otherwise it
+//! keeps its portable `mma.sync` variant alone.
+
+use super::tensor_core::{ACC, Swizzle};
+use super::{Lower, Operand};
+use crate::dtype::DType;
+use crate::ir::ValueId;
+use crate::layout::wgmma_warpgroups;
+use crate::ptx::{RegClass, arith_type};
+
+/// Why a kernel cannot use `wgmma`.
+pub(super) type Unsupported = &'static str;
+
+/// K of one `wgmma` step with 16-bit operands.
+const STEP_K: usize = 16;
+/// Rows of one `wgmma`: a warpgroup's slab.
+const SLAB_M: usize = 64;
+/// The widest `wgmma` N.
+const MAX_N: usize = 256;
+
+/// An operand tile in a pipeline stage, as a matrix descriptor describes it.
+struct StagedOperand {
+    /// Register holding the tile's shared-memory address in this iteration's stage.
+    base: String,
+    swizzle: Swizzle,
+    /// K runs along the stored rows; otherwise M (or N) does and `wgmma`
+    /// reads the tile transposed.
+    k_major: bool,
+    elem_bytes: usize,
+}
+
+impl StagedOperand {
+    /// Byte offset where the sub-block starting at operand element
+    /// (`mn`, `k`) begins, when a descriptor can start there: on an 8-row
+    /// group, and along the stored rows at a panel boundary unless K-major
+    /// (K steps advance within a swizzled line, as the hardware allows).
+    fn offset(&self, mn: usize, k: usize) -> Option<usize> {
+        let (row, col) = if self.k_major { (mn, k) } else { (k, mn) };
+        let line = self.swizzle.line_bytes();
+        let col_bytes = col * self.elem_bytes;
+        let within = col_bytes % line;
+        if row % 8 != 0 || (!self.k_major && within != 0) {
+            return None;
+        }
+        Some(col_bytes / line * self.swizzle.rows * line + row * line + within)
+    }
+
+    /// The descriptor's constant fields: leading byte offset (between
+    /// panels; unused when K-major), stride byte offset (between 8-row
+    /// groups) and swizzle mode (1: 128 B, 2: 64 B, 3: 32 B), per PTX's
+    /// shared-memory matrix descriptor.
+    fn descriptor_bits(&self) -> Option<u64> {
+        let line = self.swizzle.line_bytes();
+        let mode: u64 = match line {
+            128 => 1,
+            64 => 2,
+            32 => 3,
+            _ => return None,
+        };
+        let leading = if self.k_major { 16 } else { self.swizzle.rows * line };
+        let stride = 8 * line;
+        if leading >> 4 >= 1 << 14 {
+            return None;
+        }
+        Some(((leading as u64 >> 4) << 16) | ((stride as u64 >> 4) << 32) | (mode << 62))
+    }
+}
+
+impl Lower<'_> {
+    /// `acc + a @ b` with `wgmma`. When the path does not apply, records why
+    /// (the caller then drops this variant) and returns `acc`'s registers.
+    pub(super) fn wgmma(&mut self, a: ValueId, b: ValueId, acc: ValueId, result: ValueId) -> Vec<String> {
+        match self.try_wgmma(a, b, acc, result) {
+            Ok(regs) => regs,
+            Err(reason) => {
+                self.no_wgmma.get_or_insert(reason);
+                self.regs_of(acc)
+            }
+        }
+    }
+
+    fn staged_operand(&self, v: ValueId, role: Operand) -> Result<StagedOperand, Unsupported> {
+        let (base, contiguous, _) = self
+            .staged_reads
+            .get(&v)
+            .cloned()
+            .ok_or("an mma operand is not a tile that a pipelined loop loads")?;
+        let shape = &self.layout(v).shape;
+        let elem_bytes = self.dtype(v).bytes();
+        let k_dim = match role {
+            Operand::A => 1,
+            Operand::B => 0,
+        };
+        Ok(StagedOperand {
+            base,
+            swizzle: Swizzle {
+                rows: shape[1 - contiguous],
+                row_bytes: shape[contiguous] * elem_bytes,
+            },
+            k_major: contiguous == k_dim,
+            elem_bytes,
+        })
+    }
+
+    fn try_wgmma(&mut self, a: ValueId, b: ValueId, acc: ValueId, result: ValueId) -> Result<Vec<String>, Unsupported> {
+        // The accumulator stays in its registers while `wgmma`s run on it.
+        if self.in_place.get(&result) != Some(&acc) {
+            return Err("the accumulator is not a loop-carried tile that only this mma updates");
+        }
+        let dtype = self.dtype(a);
+        if !matches!(dtype, DType::F16 | DType::BF16) {
+            return Err("wgmma takes 16-bit operands here");
+        }
+        let (m, k, n) = (
+            self.layout(a).shape[0],
+            self.layout(a).shape[1],
+            self.layout(b).shape[1],
+        );
+        let num_warps = self.func.num_warps;
+        let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
+        if k % STEP_K != 0 {
+            return Err("K is not a multiple of 16");
+        }
+        let (op_a, op_b) = (self.staged_operand(a, Operand::A)?, self.staged_operand(b, Operand::B)?);
+        let n_step = tn.min(MAX_N);
+        // Each warpgroup's origin in the tile, and every step's sub-block
+        // offsets relative to it, which must not depend on the warpgroup.
+        let origins: Vec<(usize, usize)> = (0..num_warps as usize / 4)
+            .map(|g| {
+                groups.iter().enumerate().fold((0, 0), |(m0, n0), (i, &(d, bit))| {
+                    let on = (g >> i & 1) << bit;
+                    if d == 0 { (m0 + on, n0) } else { (m0, n0 + on) }
+                })
+            })
+            .collect();
+        let steps: Vec<(usize, usize, usize)> = (0..k / STEP_K)
+            .flat_map(|ks| (0..tm / SLAB_M).flat_map(move |mi| (0..tn / n_step).map(move |ni| (ks, mi, ni))))
+            .collect();
+        let mut a_origin = Vec::new();
+        let mut b_origin = Vec::new();
+        for &(m0, n0) in &origins {
+            let (oa, ob) = (op_a.offset(m0, 0), op_b.offset(n0, 0));
+            let (Some(oa), Some(ob)) = (oa, ob) else {
+                return Err("a warpgroup's operand block does not start where a descriptor can");
+            };
+            for &(ks, mi, ni) in &steps {
+                let (sa, sb) = (mi * SLAB_M, ni * n_step);
+                let fits_a = op_a.offset(m0 + sa, ks * STEP_K) == op_a.offset(sa, ks * STEP_K).map(|o| o + oa);
+                let fits_b = op_b.offset(n0 + sb, ks * STEP_K) == op_b.offset(sb, ks * STEP_K).map(|o| o + ob);
+                if !fits_a
+                    || !fits_b
+                    || op_a.offset(sa, ks * STEP_K).is_none()
+                    || op_b.offset(sb, ks * STEP_K).is_none()
+                {
+                    return Err("an operand sub-block does not start where a descriptor can");
+                }
+            }
+            a_origin.push(oa);
+            b_origin.push(ob);
+        }
+        let (bits_a, bits_b) = (
+            op_a.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?,
+            op_b.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?,
+        );
+
+        let (wg_a, wg_b, scale_d) = self.in_prologue(|l| {
+            let group = l.reg(RegClass::B32);
+            l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
+            let p = l.reg(RegClass::Pred);
+            l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
+            (l.pick(&group, &a_origin), l.pick(&group, &b_origin), p)
+        });
+        let desc_a = self.descriptor(&op_a.base, &wg_a, bits_a);
+        let desc_b = self.descriptor(&op_b.base, &wg_b, bits_b);
+
+        let lc = self.layout(acc);
+        let index = lc.reg_index();
+        let out = self.regs_of(acc);
+        let ty = arith_type(dtype);
+        let (trans_a, trans_b) = (u8::from(!op_a.k_major), u8::from(!op_b.k_major));
+        self.emit("wgmma.fence.sync.aligned;");
+        for &(ks, mi, ni) in &steps {
+            let (sa, sb) = (mi * SLAB_M, ni * n_step);
+            let da = self.offset_descriptor(&desc_a, op_a.offset(sa, ks * STEP_K).unwrap_or(0));
+            let db = self.offset_descriptor(&desc_b, op_b.offset(sb, ks * STEP_K).unwrap_or(0));
+            let regs: Vec<String> = (0..n_step / 8)
+                .flat_map(|j| ACC.iter().map(move |&(dr, dc)| vec![sa + dr, sb + j * 8 + dc]))
+                .map(|c| out[index[&c]].clone())
+                .collect();
+            self.emit(format!(
+                "wgmma.mma_async.sync.aligned.m64n{n_step}k16.f32.{ty}.{ty} {{{}}}, {da}, {db}, {scale_d}, 1, 1, {trans_a}, {trans_b};",
+                regs.join(", ")
+            ));
+        }
+        self.emit("wgmma.commit_group.sync.aligned;");
+        // The previous iteration's group must be done: its stage is refilled next.
+        self.emit(format!("wgmma.wait_group.sync.aligned {};", self.wgmma_in_flight));
+        self.wgmma_count += 1;
+        // Updated in place: the accumulator's registers are the result.
+        Ok(out)
+    }
+
+    /// A 64-bit matrix descriptor for the tile at `base + offset`.
+    fn descriptor(&mut self, base: &str, offset: &str, bits: u64) -> String {
+        let t = self.reg(RegClass::B32);
+        self.emit(format!("add.s32 {t}, {base}, {offset};"));
+        self.emit(format!("shr.u32 {t}, {t}, 4;"));
+        self.emit(format!("and.b32 {t}, {t}, 16383;"));
+        let d = self.reg(RegClass::B64);
+        self.emit(format!("cvt.u64.u32 {d}, {t};"));
+        self.emit(format!("or.b64 {d}, {d}, {bits};"));
+        d
+    }
+
+    /// `desc` moved on by `bytes` (the address field counts 16-byte units).
+    fn offset_descriptor(&mut self, desc: &str, bytes: usize) -> String {
+        if bytes == 0 {
+            return desc.to_string();
+        }
+        let d = self.reg(RegClass::B64);
+        self.emit(format!("add.s64 {d}, {desc}, {};", bytes >> 4));
+        d
+    }
+}
