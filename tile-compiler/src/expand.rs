@@ -39,6 +39,10 @@ fn variant_spec(v: &Variant) -> TokenStream {
             quote!(::core::option::Option::Some(::tile::Target::#name))
         }
     };
+    let tensor_maps = v.tensor_maps.iter().map(|m| {
+        let (param, dims, swizzle) = (m.param, &m.box_dims, m.swizzle_bytes);
+        quote!(::tile::TensorMapSpec { param: #param, box_dims: &[#(#dims),*], swizzle_bytes: #swizzle })
+    });
     quote! {
         ::tile::VariantSpec {
             types: &[#(#types),*],
@@ -49,6 +53,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             shared_bytes: #shared_bytes,
             dynamic_shared_bytes: #dynamic_shared_bytes,
             target: #target,
+            tensor_maps: &[#(#tensor_maps),*],
             ptx: #ptx,
         }
     }

@@ -45,6 +45,8 @@ pub struct Variant {
     /// The only target this variant is for (`wgmma` needs sm_90a); `None`
     /// for portable PTX, valid on every target.
     pub target: Option<Target>,
+    /// Tensor maps the launcher encodes and passes after the parameters (TMA).
+    pub tensor_maps: Vec<lower::TensorMap>,
 }
 
 impl Variant {
@@ -252,6 +254,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     shared_bytes: lowered.shared_bytes,
                     dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                     target: None,
+                    tensor_maps: lowered.tensor_maps,
                 });
             }
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
@@ -276,6 +279,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                         shared_bytes: lowered.shared_bytes,
                         dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                         target: Some(Target::Sm90a),
+                        tensor_maps: lowered.tensor_maps,
                     });
                 }
             }

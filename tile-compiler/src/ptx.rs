@@ -144,7 +144,11 @@ pub fn f32_imm(x: f64) -> String {
     format!("0f{:08X}", (x as f32).to_bits())
 }
 
-/// One kernel parameter as declared in the entry.
+/// The `ty` of a tensor-map parameter (see [`EntryParam`]).
+pub const TENSOR_MAP: &str = "tensormap";
+
+/// One kernel parameter as declared in the entry: `ty` is a PTX scalar
+/// type, or [`TENSOR_MAP`].
 pub struct EntryParam {
     pub name: String,
     pub ty: &'static str,
@@ -176,7 +180,11 @@ pub fn entry(
     writeln!(s, ".visible .entry {name}(").expect("write");
     let ps: Vec<String> = params
         .iter()
-        .map(|p| format!("\t.param .{} {}", p.ty, p.name))
+        .map(|p| match p.ty {
+            // A CUtensorMap, passed by value: 128 bytes, 64-byte aligned.
+            TENSOR_MAP => format!("\t.param .align 64 .b8 {}[128]", p.name),
+            ty => format!("\t.param .{ty} {}", p.name),
+        })
         .collect();
     writeln!(s, "{}\n)", ps.join(",\n")).expect("write");
     writeln!(s, ".maxntid {threads}, 1, 1\n{{").expect("write");

@@ -5,8 +5,9 @@
 
 use crate::device::Stream;
 use crate::grid::Grid;
-use crate::spec::{KernelSpec, ParamSpec};
+use crate::spec::{KernelSpec, ParamSpec, Target};
 use crate::tensor::TensorArg;
+use crate::tensor_map::{self, TensorMapArg};
 use crate::{Element, Error, Result, Tensor};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -137,7 +138,13 @@ pub fn launch(
     let mut raws = Vec::new();
     let mut guards = Vec::new();
     let mut vectorized = true;
+    // Per argument, what a tensor map needs: dtype, address, shape, strides.
+    let mut tensors = Vec::new();
     for a in args.iter_mut() {
+        tensors.push(
+            a.tensor_view()
+                .map(|t| (t.dtype(), t.shape().to_vec(), t.strides().to_vec())),
+        );
         match a {
             Arg::Tensor(t) => {
                 let (ptr, g) = t.ptr(cuda);
@@ -160,12 +167,41 @@ pub fn launch(
             Arg::U32(x) => raws.push(Raw::U32(*x)),
         }
     }
-    let variant = kernel
+    let not_built = || Error::NotBuilt {
+        kernel: kernel.name,
+        consts: consts.to_vec(),
+    };
+    let mut variant = kernel
         .variant(types, consts, vectorized, stream.device().target())
-        .ok_or_else(|| Error::NotBuilt {
-            kernel: kernel.name,
-            consts: consts.to_vec(),
-        })?;
+        .ok_or_else(not_built)?;
+    let ptrs: Vec<u64> = raws
+        .iter()
+        .filter_map(|r| match r {
+            Raw::U64(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let tensor_ptr = |param: usize| {
+        let nth = tensors[..param].iter().filter(|t| t.is_some()).count();
+        ptrs[nth]
+    };
+    let maps: Option<Vec<TensorMapArg>> = variant
+        .tensor_maps
+        .iter()
+        .map(|m| {
+            let (dtype, shape, strides) = tensors.get(m.param)?.as_ref()?;
+            tensor_map::encode(m, *dtype, tensor_ptr(m.param), shape, strides)
+        })
+        .collect();
+    let maps = match maps {
+        Some(maps) => maps,
+        None => {
+            variant = kernel
+                .variant(types, consts, vectorized, Target::Sm90)
+                .ok_or_else(not_built)?;
+            Vec::new()
+        }
+    };
     let func = stream.device().function(kernel, variant)?;
     let mut builder = cuda.launch_builder(&func);
     for r in &raws {
@@ -175,6 +211,9 @@ pub fn launch(
             Raw::I32(x) => builder.arg(x),
             Raw::F32(x) => builder.arg(x),
         };
+    }
+    for m in &maps {
+        builder.arg(m);
     }
     let cfg = LaunchConfig {
         grid_dim: (grid.x, grid.y, grid.z),

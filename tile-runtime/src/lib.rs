@@ -18,6 +18,7 @@ mod host;
 mod launch;
 mod spec;
 mod tensor;
+mod tensor_map;
 pub mod testing;
 
 mod retype;
@@ -29,7 +30,7 @@ pub use error::{Error, Result};
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use launch::{Arg, check_cpu_args, launch};
-pub use spec::{KernelRef, KernelSpec, ParamSpec, Target, VariantSpec, registered_kernels};
+pub use spec::{KernelRef, KernelSpec, ParamSpec, Target, TensorMapSpec, VariantSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
 
 pub use inventory;

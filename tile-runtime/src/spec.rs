@@ -28,6 +28,18 @@ impl ParamSpec {
     }
 }
 
+/// A tensor map a variant takes: a box of one tensor parameter, copied by
+/// TMA into shared memory with a swizzle.
+#[derive(Debug)]
+pub struct TensorMapSpec {
+    /// Index of the tensor among the kernel's parameters.
+    pub param: usize,
+    /// The box, innermost dimension first, in elements.
+    pub box_dims: &'static [u32],
+    /// Shared-memory swizzle span in bytes: 32, 64 or 128.
+    pub swizzle_bytes: u32,
+}
+
 /// One compiled PTX entry.
 #[derive(Debug)]
 pub struct VariantSpec {
@@ -50,6 +62,9 @@ pub struct VariantSpec {
     /// The only target this variant runs on (`wgmma` needs sm_90a), or
     /// `None` for portable PTX.
     pub target: Option<Target>,
+    /// Tensor maps (TMA copies) the launcher encodes and passes after the
+    /// regular parameters, in order.
+    pub tensor_maps: &'static [TensorMapSpec],
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
 }

@@ -17,7 +17,10 @@ use std::collections::{HashMap, HashSet};
 
 mod pipeline;
 mod tensor_core;
+mod tma;
 mod wgmma;
+
+pub use tma::TensorMap;
 
 pub use crate::layout::MmaPath;
 
@@ -39,6 +42,8 @@ pub struct Lowered {
     /// Dynamic shared memory (pipeline stages) to launch with.
     pub dynamic_shared_bytes: usize,
     pub threads: u32,
+    /// Tensor maps to pass after the regular parameters (TMA copies).
+    pub tensor_maps: Vec<TensorMap>,
 }
 
 /// Lowers one specialization. `vectorized` assumes what the runtime checks
@@ -76,6 +81,8 @@ fn lower_with(
         wgmma_count: 0,
         in_place: HashMap::new(),
         wgmma_in_flight: 0,
+        tensor_maps: Vec::new(),
+        tma_params: Vec::new(),
         func,
         entry: entry_name.to_string(),
         layouts,
@@ -101,8 +108,9 @@ fn lower_with(
     l.find_consts(&func.body);
     l.find_operands(&func.body);
     let threads = func.num_warps * 32;
-    let params = l.params(entry_name);
+    let mut params = l.params(entry_name);
     l.ops(&func.body)?;
+    params.append(&mut l.tma_params);
     if l.shared_bytes > MAX_SHARED_BYTES {
         bail!(
             func.body
@@ -132,6 +140,7 @@ fn lower_with(
             shared_bytes: l.shared_bytes,
             dynamic_shared_bytes: l.dynamic_shared,
             threads,
+            tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
         },
         WgmmaReport {
             no_wgmma: l.no_wgmma,
@@ -163,6 +172,10 @@ struct Lower<'a> {
     in_place: HashMap<ValueId, ValueId>,
     /// `wgmma` groups an iteration of the current pipelined loop leaves running.
     wgmma_in_flight: usize,
+    /// Tensor maps the TMA copies use, with the register holding each one's address.
+    tensor_maps: Vec<(TensorMap, String)>,
+    /// Their kernel parameters, declared after the regular ones.
+    tma_params: Vec<EntryParam>,
     entry: String,
     layouts: &'a Layouts,
     vectorized: bool,
@@ -1406,7 +1419,7 @@ impl<'a> Lower<'a> {
             None
         };
         if let Some(plan) = &plan {
-            self.pipeline_prologue(plan, &i);
+            self.pipeline_prologue(plan, &i, &self.scalar(hi));
             self.wgmma_in_flight = plan.wgmma_in_flight;
         }
         self.vals.insert(var, vec![i.clone()]);
@@ -1416,7 +1429,7 @@ impl<'a> Lower<'a> {
         self.emit(format!("setp.ge.s32 {done}, {i}, {};", self.scalar(hi)));
         self.emit(format!("@{done} bra {end};"));
         if let Some(plan) = &plan {
-            self.pipeline_step(plan, &i);
+            self.pipeline_step(plan, &i, &self.scalar(hi));
         }
         self.ops(body)?;
         if let Some(plan) = &plan {

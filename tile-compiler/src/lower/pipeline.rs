@@ -6,6 +6,7 @@
 //! waits for its own tiles, starts the copies for `k + STAGES - 1`, and reads
 //! fragments with `ldmatrix` while those copies are in flight.
 
+use super::tensor_core::Swizzle;
 use super::{Lower, MmaPath, Operand};
 use crate::ir::*;
 use crate::layout::Layout;
@@ -26,26 +27,46 @@ const TILE_ALIGN: usize = 1024;
 /// One tile the pipeline copies each iteration.
 pub(super) struct Staged {
     /// The `Load` it replaces and the conversion into a fragment layout it feeds.
-    load: ValueId,
+    pub(super) load: ValueId,
     /// The transposes and reshapes between the load and the conversion.
     chain: Vec<ValueId>,
     convert: ValueId,
-    tensor: usize,
-    index: Vec<ValueId>,
+    pub(super) tensor: usize,
+    pub(super) index: Vec<ValueId>,
     /// Operand dimension the stored rows run along, and the operand role.
     contiguous: usize,
     role: Operand,
     /// Offset of this tile within a stage.
-    offset: usize,
-    /// Bytes per element.
-    eb: usize,
+    pub(super) offset: usize,
+    /// Bytes per element, and of the whole tile.
+    pub(super) eb: usize,
+    bytes: usize,
+}
+
+impl Staged {
+    /// How the tile (of load shape `shape`) lies in its stage: rows along
+    /// the last dimension, the others (at most one longer than 1) stacked.
+    pub(super) fn swizzle(&self, shape: &[usize]) -> Swizzle {
+        let rank = shape.len();
+        Swizzle {
+            rows: shape[..rank - 1].iter().product(),
+            row_bytes: shape[rank - 1] * self.eb,
+        }
+    }
 }
 
 pub(super) struct Plan {
     /// The loop variable, which the copies' tile indices replace.
-    var: ValueId,
+    pub(super) var: ValueId,
     staged: Vec<Staged>,
-    stages: usize,
+    pub(super) stages: usize,
+    /// Copies by TMA (one thread, counted on per-stage mbarriers) instead
+    /// of `cp.async` by every thread.
+    tma: bool,
+    /// The mbarriers' offset in dynamic shared memory (TMA).
+    pub(super) barriers: usize,
+    /// The parity of the read stage's current mbarrier phase (TMA).
+    pub(super) phase: String,
     /// How many iterations ahead the copies run: `stages - 1`, or with
     /// `wgmma` `stages - 2`, so that the stage the previous iteration's
     /// still-running `wgmma` reads is not overwritten.
@@ -55,8 +76,19 @@ pub(super) struct Plan {
     stage_bytes: usize,
     /// Offset of the stages in dynamic shared memory.
     buffer: usize,
-    read_stage: String,
+    pub(super) read_stage: String,
     write_stage: String,
+}
+
+impl Plan {
+    pub(super) fn staged(&self) -> &[Staged] {
+        &self.staged
+    }
+
+    /// Bytes the staged tiles of one iteration hold.
+    pub(super) fn staged_bytes(&self) -> usize {
+        self.staged.iter().map(|s| s.bytes).sum()
+    }
 }
 
 /// Values defined inside `ops` (nested bodies included).
@@ -143,6 +175,7 @@ impl Lower<'_> {
                 role,
                 offset,
                 eb,
+                bytes,
             });
             offset += bytes.next_multiple_of(TILE_ALIGN);
         }
@@ -157,11 +190,16 @@ impl Lower<'_> {
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
         let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
         let buffer = self.dynamic_shared.next_multiple_of(TILE_ALIGN);
-        self.dynamic_shared = buffer + stages * offset;
+        let barriers = buffer + stages * offset;
+        let tma = self.path == MmaPath::Wgmma;
+        self.dynamic_shared = barriers + if tma { 8 * stages } else { 0 };
         Some(Plan {
             var,
             staged,
             stages,
+            tma,
+            barriers,
+            phase: self.reg(RegClass::B32),
             ahead,
             wgmma_in_flight: usize::from(overlap_wgmma),
             stage_bytes: offset,
@@ -171,12 +209,18 @@ impl Lower<'_> {
         })
     }
 
-    /// Copies every staged tile of iteration `j` into stage `stage` (registers), then commits.
-    fn issue_copies(&mut self, plan: &Plan, j: &str, stage: &str) {
+    /// The shared address of stage `stage` (a register).
+    pub(super) fn stage_base(&mut self, plan: &Plan, stage: &str) -> String {
         let base = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
         self.emit(format!("add.s32 {base}, {base}, {};", plan.buffer));
         self.emit(format!("mad.lo.s32 {base}, {stage}, {}, {base};", plan.stage_bytes));
+        base
+    }
+
+    /// Copies every staged tile of iteration `j` into stage `stage` (registers), then commits.
+    fn issue_copies(&mut self, plan: &Plan, j: &str, stage: &str) {
+        let base = self.stage_base(plan, stage);
         for s in &plan.staged {
             let index: Vec<String> = s
                 .index
@@ -185,24 +229,21 @@ impl Lower<'_> {
                 .collect();
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
-            self.copy_tile(s.tensor, &index, s.load, &tile, s.eb);
+            self.copy_tile(s, &index, &tile);
         }
         self.emit("cp.async.commit_group;");
     }
 
     /// `cp.async` of one tile (in its load layout's 16-byte runs) into the
     /// swizzled shared tile at `base`; out-of-bounds chunks are zero-filled.
-    fn copy_tile(&mut self, tensor: usize, index: &[String], load: ValueId, base: &str, eb: usize) {
-        let l = self.layout(load);
+    fn copy_tile(&mut self, s: &Staged, index: &[String], base: &str) {
+        let (l, eb) = (self.layout(s.load), s.eb);
         // Stored rows run along the last dimension; the row is the one other
         // dimension longer than 1 (pipelined tiles are 2-D up to size-1 dimensions).
         let cols_dim = l.shape.len() - 1;
         let rows_dim = (0..cols_dim).find(|&d| l.shape[d] > 1).unwrap_or(0);
-        let sw = super::tensor_core::Swizzle {
-            rows: l.shape[rows_dim],
-            row_bytes: l.shape[cols_dim] * eb,
-        };
-        let accesses = self.accesses_at(tensor, index, l);
+        let sw = s.swizzle(&l.shape);
+        let accesses = self.accesses_at(s.tensor, index, l);
         // Where each chunk lands in the tile depends only on the thread: once.
         let key = (l.clone(), eb, "cp.async");
         let offsets = match self.fragment_offsets.get(&key) {
@@ -243,37 +284,48 @@ impl Lower<'_> {
         }
     }
 
-    /// Before the loop: stage indices, and the first `ahead` iterations' copies.
-    pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str) {
+    /// Before the loop (`lo..hi`): stage indices, and the first `ahead` iterations' copies.
+    pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str, hi: &str) {
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
+        if plan.tma {
+            self.emit(format!("mov.b32 {}, 0;", plan.phase));
+            self.tma_init(plan);
+        }
         for s in 0..plan.ahead {
             let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
             self.emit(format!("add.s32 {j}, {lo}, {s};"));
             self.emit(format!("mov.b32 {stage}, {s};"));
-            self.issue_copies(plan, &j, &stage);
+            if plan.tma {
+                self.tma_issue(plan, &j, hi, &stage);
+            } else {
+                self.issue_copies(plan, &j, &stage);
+            }
         }
     }
 
     /// At the top of iteration `k`: wait for its tiles, start the copies for
     /// `k + ahead`, and point the staged conversions at the read stage.
-    pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str) {
-        self.emit(format!("cp.async.wait_group {};", plan.ahead - 1));
-        if self.path == MmaPath::Wgmma {
-            // The copies wrote through the generic proxy; `wgmma` reads through the async one.
-            self.emit("fence.proxy.async.shared::cta;");
-        }
-        self.emit("bar.sync 0;");
+    pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str, hi: &str) {
         let j = self.reg(RegClass::B32);
-        self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
-        self.issue_copies(plan, &j, &plan.write_stage.clone());
-        let base = self.reg(RegClass::B32);
-        self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
-        self.emit(format!("add.s32 {base}, {base}, {};", plan.buffer));
-        self.emit(format!(
-            "mad.lo.s32 {base}, {}, {}, {base};",
-            plan.read_stage, plan.stage_bytes
-        ));
+        if plan.tma {
+            // Every thread is past the previous iteration, so the stage
+            // written next is no longer read (its `wgmma`s are done).
+            self.emit("bar.sync 0;");
+            self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
+            self.tma_issue(plan, &j, hi, &plan.write_stage.clone());
+            self.tma_wait(plan);
+        } else {
+            self.emit(format!("cp.async.wait_group {};", plan.ahead - 1));
+            if self.path == MmaPath::Wgmma {
+                // The copies wrote through the generic proxy; `wgmma` reads through the async one.
+                self.emit("fence.proxy.async.shared::cta;");
+            }
+            self.emit("bar.sync 0;");
+            self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
+            self.issue_copies(plan, &j, &plan.write_stage.clone());
+        }
+        let base = self.stage_base(plan, &plan.read_stage.clone());
         for s in &plan.staged {
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
@@ -282,13 +334,17 @@ impl Lower<'_> {
         }
     }
 
-    /// At the end of an iteration: both stage indices move on, modulo STAGES.
+    /// At the end of an iteration: both stage indices move on, modulo
+    /// STAGES; the mbarrier phase flips when the read stage wraps.
     pub(super) fn pipeline_advance(&mut self, plan: &Plan) {
         for r in [&plan.read_stage, &plan.write_stage] {
             let p = self.reg(RegClass::Pred);
             self.emit(format!("add.s32 {r}, {r}, 1;"));
             self.emit(format!("setp.eq.s32 {p}, {r}, {};", plan.stages));
             self.emit(format!("selp.b32 {r}, 0, {r}, {p};"));
+            if plan.tma && *r == plan.read_stage {
+                self.emit(format!("@{p} xor.b32 {0}, {0}, 1;", plan.phase));
+            }
         }
     }
 
