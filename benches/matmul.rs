@@ -21,7 +21,7 @@ const REPS: usize = 10;
 /// Best of our tile shapes: milliseconds and the tile.
 fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
     let mut best = (f64::INFINITY, "");
-    for name in matmul::TILES {
+    for name in matmul::tiles::<T>() {
         let ms = median_ms(s, REPS, |_| matmul::launch_tile(s, name, a, b, c).unwrap());
         if ms < best.0 {
             best = (ms, name);

@@ -328,16 +328,10 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     let mut want = poisoned::<T>(&[m, n]);
     matmul::matmul::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
-    for (bm, bn) in [(64, 64), (128, 128), (64, 128)] {
+    for tile in matmul::tiles::<T>() {
         let mut cd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        let grid = matmul::blocks(m, n, bm, bn);
-        match (bm, bn) {
-            (64, 64) => matmul::matmul::launch::<T, 64, 64, 32>(s, grid, &ad, &bd, &mut cd),
-            (128, 128) => matmul::matmul::launch::<T, 128, 128, 32>(s, grid, &ad, &bd, &mut cd),
-            _ => matmul::matmul::launch::<T, 64, 128, 32>(s, grid, &ad, &bd, &mut cd),
-        }
-        .unwrap();
-        let what = format!("matmul {} {m}x{n}x{k} tile {bm}x{bn}", T::DTYPE);
+        matmul::launch_tile(s, tile, &ad, &bd, &mut cd).unwrap();
+        let what = format!("matmul {} {m}x{n}x{k} tile {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
     }
 }
@@ -396,22 +390,20 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
         s.upload(&r).unwrap(),
     );
     let what = format!("{} {m}x{n}x{k}", T::DTYPE);
-    for (bm, bn) in [(64, 64), (128, 128)] {
-        let grid = matmul::blocks(m, n, bm, bn);
+    let mut want = poisoned::<T>(&[m, n]);
+    matmul::linear::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
+    for tile in matmul::tiles::<T>() {
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        let mut want = poisoned::<T>(&[m, n]);
-        match (bm, bn) {
-            (64, 64) => matmul::linear::launch::<T, 64, 64, 32>(s, grid, &xd, &wd, &bd, &mut yd, 1),
-            _ => matmul::linear::launch::<T, 128, 128, 32>(s, grid, &xd, &wd, &bd, &mut yd, 1),
-        }
-        .unwrap();
-        matmul::linear::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
+        matmul::launch_linear_tile(s, tile, (&xd, &wd, &bd), &mut yd, true).unwrap();
         assert_close(
-            &format!("linear+gelu {what} tile {bm}x{bn}"),
+            &format!("linear+gelu {what} tile {tile}"),
             &values(&s.download(&yd).unwrap()),
             &values(&want),
             tol,
         );
+    }
+    for (bm, bn) in [(64, 64), (128, 128)] {
+        let grid = matmul::blocks(m, n, bm, bn);
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
         let mut want = poisoned::<T>(&[m, n]);
         match (bm, bn) {

@@ -17,6 +17,24 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// `num_warps = N` from the attribute.
     pub num_warps: Option<u32>,
+    /// Combinations of listed values not to build (`skip = [(T = f32, BN = 256)]`).
+    pub skips: Vec<Skip>,
+}
+
+/// One skipped combination: each named parameter at one of its listed
+/// values; a specialization matching all of them is not built.
+pub struct Skip {
+    /// (index into `types`, element type)
+    pub types: Vec<(usize, DType)>,
+    /// (index into `consts`, value)
+    pub consts: Vec<(usize, i64)>,
+}
+
+impl Skip {
+    /// Whether the specialization with these type and const values is skipped.
+    pub fn matches(&self, types: &[DType], consts: &[i64]) -> bool {
+        self.types.iter().all(|&(i, d)| types[i] == d) && self.consts.iter().all(|&(i, v)| consts[i] == v)
+    }
 }
 
 /// A type parameter standing for an element type, and the types to build it for.

@@ -814,6 +814,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wgmma_accumulator_covers_the_tile_in_the_instruction_register_order() {
+        for (m, n, warps) in [(64, 64, 4), (128, 128, 8), (128, 256, 8), (128, 64, 4), (64, 128, 8)] {
+            let l = Layout::wgmma_acc(m, n, warps).expect("fits wgmma");
+            let mut seen = vec![0usize; m * n];
+            for tid in 0..32 * warps as usize {
+                for r in 0..l.num_regs() {
+                    let c = l.coord(r, tid);
+                    seen[c[0] * n + c[1]] += 1;
+                }
+            }
+            assert!(seen.iter().all(|&s| s == 1), "{m}x{n} on {warps} warps");
+            // PTX's m64nNk16 D fragment: warp w of a warpgroup holds rows
+            // 16w + lane/4 (+8), register 4j + i at column 8j + 2(lane%4) + i%2.
+            let (lane, warp) = (13, 2);
+            let tid = 32 * warp + lane;
+            for j in 0..4 {
+                for i in 0..4 {
+                    let c = l.coord(4 * j + i, tid);
+                    assert_eq!(
+                        c,
+                        vec![16 * warp + lane / 4 + 8 * (i / 2), 8 * j + 2 * (lane % 4) + i % 2]
+                    );
+                }
+            }
+        }
+        assert!(Layout::wgmma_acc(32, 64, 4).is_none(), "fewer than 64 rows");
+        assert!(Layout::wgmma_acc(64, 64, 2).is_none(), "not a warpgroup");
+    }
+
+    #[test]
     fn blocked_layout_covers_each_element_once() {
         for (shape, warps, vec) in [
             (vec![1, 1024], 4, 4),

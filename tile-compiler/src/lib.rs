@@ -200,6 +200,9 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
     let const_lists: Vec<Vec<i64>> = kernel.consts.iter().map(|c| c.values.clone()).collect();
     for types in combinations(&type_lists) {
         for values in combinations(&const_lists) {
+            if kernel.skips.iter().any(|s| s.matches(&types, &values)) {
+                continue;
+            }
             let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
             let in_variant = |e: Error| {
                 if generic {
@@ -289,6 +292,12 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 func,
             });
         }
+    }
+    if funcs.is_empty() {
+        return Err(Error::new(
+            kernel.name.span(),
+            "`skip` leaves no specialization to build: skip fewer combinations",
+        ));
     }
     let ranks: Vec<Vec<usize>> = funcs
         .iter()

@@ -14,7 +14,7 @@ use syn::{Expr as SynExpr, Token};
 pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
     let func: syn::ItemFn =
         syn::parse2(item).map_err(|e| Error::new(e.span(), format!("#[tile::kernel] goes on a `fn` item: {e}")))?;
-    let (lists, num_warps) = parse_attr(attr)?;
+    let (lists, num_warps, raw_skips) = parse_attr(attr)?;
     let sig = &func.sig;
     if let Some(a) = &sig.asyncness {
         bail!(a.span(), "a tile kernel can't be `async`");
@@ -122,6 +122,11 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         }
     }
 
+    let skips = raw_skips
+        .iter()
+        .map(|pairs| resolve_skip(pairs, &types, &consts))
+        .collect::<Result<Vec<Skip>>>()?;
+
     let mut params = Vec::new();
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
@@ -156,23 +161,69 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         params,
         body,
         num_warps,
+        skips,
     })
+}
+
+/// A skip's `NAME = value` pairs as parameter indices and listed values.
+fn resolve_skip(pairs: &[(proc_macro2::Ident, SynExpr)], types: &[TypeParam], consts: &[ConstParam]) -> Result<Skip> {
+    let mut skip = Skip {
+        types: Vec::new(),
+        consts: Vec::new(),
+    };
+    for (name, value) in pairs {
+        if let Some(i) = types.iter().position(|t| t.name == *name) {
+            let d = match value {
+                SynExpr::Path(p) => p.path.get_ident().and_then(|i| DType::from_name(&i.to_string())),
+                _ => None,
+            };
+            match d {
+                Some(d) if types[i].dtypes.contains(&d) => skip.types.push((i, d)),
+                _ => bail!(
+                    value.span(),
+                    "skip names a listed element type of `{name}`: one of {:?}",
+                    types[i].dtypes.iter().map(|d| d.name()).collect::<Vec<_>>()
+                ),
+            }
+        } else if let Some(i) = consts.iter().position(|c| c.name == *name) {
+            match int_lit(value) {
+                Ok(v) if consts[i].values.contains(&v) => skip.consts.push((i, v)),
+                _ => bail!(
+                    value.span(),
+                    "skip names a listed value of `{name}`: one of {:?}",
+                    consts[i].values
+                ),
+            }
+        } else {
+            bail!(
+                name.span(),
+                "`{name}` in skip is not a generic parameter of this kernel"
+            );
+        }
+    }
+    Ok(skip)
 }
 
 type Lists = Vec<(proc_macro2::Ident, Vec<SynExpr>)>;
 
-/// `NAME = [v, ..], num_warps = N`.
-fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
+/// The `NAME = value` pairs of each skipped combination, unresolved.
+type RawSkips = Vec<Vec<(proc_macro2::Ident, SynExpr)>>;
+
+/// `NAME = [v, ..], num_warps = N, skip = [(NAME = v, ..), ..]`.
+fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>, RawSkips)> {
     let metas = syn::punctuated::Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
         .parse2(attr)
         .map_err(|e| {
             Error::new(
                 e.span(),
-                format!("expected `NAME = [values..]` or `num_warps = N` in #[tile::kernel(..)]: {e}"),
+                format!(
+                    "expected `NAME = [values..]`, `num_warps = N` or `skip = [(NAME = value, ..)]` in #[tile::kernel(..)]: {e}"
+                ),
             )
         })?;
     let mut lists: Lists = Vec::new();
     let mut num_warps = None;
+    let mut skips = RawSkips::new();
     for m in metas {
         let Some(name) = m.path.get_ident() else {
             bail!(m.path.span(), "expected a name such as `BLOCK` or `num_warps`");
@@ -186,6 +237,10 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
                 );
             }
             num_warps = Some(n as u32);
+            continue;
+        }
+        if name == "skip" {
+            skips.extend(parse_skips(&m.value)?);
             continue;
         }
         if lists.iter().any(|(n, _)| n == name) {
@@ -211,7 +266,37 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>)> {
         }
         lists.push((name.clone(), items));
     }
-    Ok((lists, num_warps))
+    Ok((lists, num_warps, skips))
+}
+
+/// `[(T = f32, BN = 256), (BM = 64,)]`: the combinations not to build.
+fn parse_skips(value: &SynExpr) -> Result<RawSkips> {
+    const SHAPE: &str = "list the combinations not to build as tuples of listed values: `skip = [(T = f32, BN = 256)]`";
+    let SynExpr::Array(arr) = value else {
+        bail!(value.span(), "{SHAPE}");
+    };
+    arr.elems
+        .iter()
+        .map(|e| {
+            let items: Vec<&SynExpr> = match e {
+                SynExpr::Tuple(t) => t.elems.iter().collect(),
+                SynExpr::Paren(p) => vec![&*p.expr],
+                _ => bail!(e.span(), "{SHAPE}"),
+            };
+            items
+                .into_iter()
+                .map(|item| match item {
+                    SynExpr::Assign(a) => match &*a.left {
+                        SynExpr::Path(p) if p.path.get_ident().is_some() => {
+                            Ok((p.path.get_ident().expect("checked").clone(), (*a.right).clone()))
+                        }
+                        other => bail!(other.span(), "{SHAPE}"),
+                    },
+                    other => bail!(other.span(), "{SHAPE}"),
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn int_lit(e: &SynExpr) -> Result<i64> {

@@ -176,18 +176,7 @@ fn half_precision_is_computed_in_f32_and_rounded() {
 
 #[test]
 fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
-    let k = compile(
-        "BM = [128], BN = [128], BK = [32]",
-        "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
-            let m = block_id(1);
-            let n = block_id(0);
-            let mut acc = zeros([BM, BN]);
-            for k in 0..cdiv(a.shape(1), BK) {
-                acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
-            }
-            c.store([m, n], acc.cast::<bf16>());
-        }",
-    );
+    let k = compile("BM = [128], BN = [128], BK = [32]", MATMUL);
     let v = ptx(&k, true);
     assert!(v.contains("cp.async.cg.shared.global") && v.contains("cp.async.wait_group"));
     assert!(v.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
@@ -198,4 +187,73 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(v.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
     // The scalar variant can't use 16-byte copies: it stages through registers.
     assert!(!ptx(&k, false).contains("cp.async"));
+}
+
+const MATMUL: &str = "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
+    let m = block_id(1);
+    let n = block_id(0);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(1), BK) {
+        acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
+    }
+    c.store([m, n], acc.cast::<bf16>());
+}";
+
+#[test]
+fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
+    let k = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
+    let w = k
+        .variants
+        .iter()
+        .find(|v| v.target == Some(Target::Sm90a))
+        .expect("a wgmma variant");
+    assert!(w.vectorized && w.entry.ends_with("_wgmma"));
+    assert_eq!(w.threads, 256, "two warpgroups, each a 64x256 slab");
+    let p = &w.ptx;
+    // One thread copies each stage's tiles by TMA and counts them on an mbarrier.
+    assert!(p.contains("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
+    assert!(p.contains("mbarrier.arrive.expect_tx.shared::cta.b64") && p.contains("mbarrier.try_wait.parity"));
+    assert!(!p.contains("cp.async.cg") && !p.contains("ldmatrix") && !p.contains("mma.sync"));
+    // B (K x N, N contiguous) is read transposed; A is K-major. Four K-steps of 16.
+    assert_eq!(
+        p.matches("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16")
+            .count(),
+        4
+    );
+    assert!(p.contains(", 1, 1, 0, 1;"), "trans-a 0, trans-b 1");
+    // The previous K-step's group stays in flight; none after the loop.
+    assert!(p.contains("wgmma.wait_group.sync.aligned 1;") && p.contains("wgmma.wait_group.sync.aligned 0;"));
+    // Tensor maps: A's 128x64 box and B in four 64-column panels of 64 rows, 128-byte swizzle.
+    let maps: Vec<(usize, Vec<u32>, u32)> = w
+        .tensor_maps
+        .iter()
+        .map(|m| (m.param, m.box_dims.clone(), m.swizzle_bytes))
+        .collect();
+    assert_eq!(maps, [(0, vec![64, 128], 128), (1, vec![64, 64], 128)]);
+    assert_eq!(p.matches(".param .align 64 .b8").count(), 2);
+    // Stages: (128x64 + 64x256) bf16 = 48 KiB each, as many as 192 KiB holds, plus their mbarriers.
+    assert_eq!(w.dynamic_shared_bytes, 4 * 48 * 1024 + 4 * 8);
+    // The portable variants are still there for every other GPU.
+    assert!(ptx(&k, true).contains("mma.sync") && ptx(&k, false).contains("mma.sync"));
+}
+
+#[test]
+fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
+    // The accumulator is read inside the loop: `wgmma` would still be writing it.
+    let k = compile(
+        "BM = [64], BN = [64], BK = [32]",
+        "fn peek<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<f32>) {
+            let mut acc = zeros([BM, BN]);
+            let mut total = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(1), BK) {
+                acc = mma(a.load([0, k], [BM, BK]), b.load([k, 0], [BK, BN]), acc);
+                total = total + acc;
+            }
+            c.store([0, 0], total);
+        }",
+    );
+    assert!(k.variants.iter().all(|v| v.target.is_none()));
+    // f32 operands (tf32) stay on mma.sync too.
+    let k = compile("BM = [64], BN = [64], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    assert!(k.variants.iter().all(|v| v.target.is_none()));
 }

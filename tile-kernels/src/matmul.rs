@@ -9,7 +9,9 @@ use tile::autotune::{size_class, tune};
 use tile::{Element, Stream, Tensor};
 
 /// The tile shapes (`BMxBNxBK`) the tuned entry points choose from.
-pub const TILES: [&str; 6] = [
+pub const TILES: [&str; 8] = [
+    "128x256x64",
+    "128x256x32",
     "128x128x64",
     "128x128x32",
     "64x128x64",
@@ -17,6 +19,16 @@ pub const TILES: [&str; 6] = [
     "64x64x64",
     "64x64x32",
 ];
+
+/// The tiles built for element type `T`: for f32 (tf32) operands, neither
+/// 256 columns nor a K-step of 64, where their fragments would spill
+/// registers (the kernels skip those combinations).
+pub fn tiles<T: Element>() -> Vec<&'static str> {
+    TILES
+        .into_iter()
+        .filter(|t| T::DTYPE != tile::DType::F32 || !(t.contains("x256") || t.ends_with("x64")))
+        .collect()
+}
 
 /// `c = a @ b` with one of [`TILES`] (an unknown name is the smallest tile).
 pub fn launch_tile<T: Element>(
@@ -28,6 +40,8 @@ pub fn launch_tile<T: Element>(
 ) -> tile::Result<()> {
     let (m, n) = (a.shape()[0], b.shape().get(1).copied().unwrap_or(0));
     match tile {
+        "128x256x64" => matmul::launch::<T, 128, 256, 64>(stream, blocks(m, n, 128, 256), a, b, c),
+        "128x256x32" => matmul::launch::<T, 128, 256, 32>(stream, blocks(m, n, 128, 256), a, b, c),
         "128x128x64" => matmul::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), a, b, c),
         "128x128x32" => matmul::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), a, b, c),
         "64x128x64" => matmul::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), a, b, c),
@@ -48,6 +62,8 @@ pub fn launch_linear_tile<T: Element>(
     let (m, n) = (x.shape()[0], w.shape()[0]);
     let g = gelu as i32;
     match tile {
+        "128x256x64" => linear::launch::<T, 128, 256, 64>(stream, blocks(m, n, 128, 256), x, w, b, y, g),
+        "128x256x32" => linear::launch::<T, 128, 256, 32>(stream, blocks(m, n, 128, 256), x, w, b, y, g),
         "128x128x64" => linear::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
         "128x128x32" => linear::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
         "64x128x64" => linear::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
@@ -77,7 +93,7 @@ pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Te
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &TILES, |tile| launch_tile(stream, tile, a, b, c))
+    tune(stream, &key, &tiles::<T>(), |tile| launch_tile(stream, tile, a, b, c))
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for this problem class.
@@ -98,7 +114,7 @@ pub fn run_linear<T: Element>(
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &TILES, |tile| {
+    tune(stream, &key, &tiles::<T>(), |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
@@ -106,7 +122,13 @@ pub fn run_linear<T: Element>(
 /// `c = a @ b`. A 1-D grid of [`blocks`] blocks; `group_tiles` hands
 /// consecutive blocks the tiles of 8 tile-rows column by column, so a wave
 /// of blocks shares operand tiles in L2.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
+#[tile::kernel(
+    T = [f16, bf16, f32],
+    BM = [64, 128],
+    BN = [64, 128, 256],
+    BK = [32, 64],
+    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+)]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
     let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8);
     let mut acc = zeros([BM, BN]);
@@ -124,7 +146,13 @@ pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
 /// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1: a linear layer with
 /// `x: [M, K]`, `w: [N, K]` (PyTorch's layout, read transposed in place),
 /// `b: [N]`, `y: [M, N]`. Grid: [`blocks`]`(M, N, BM, BN)`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
+#[tile::kernel(
+    T = [f16, bf16, f32],
+    BM = [64, 128],
+    BN = [64, 128, 256],
+    BK = [32, 64],
+    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+)]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
     w: &Tensor<T>,
@@ -148,7 +176,13 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
 
 /// `y = residual + x @ w^T + b`: a projection fused with the residual
 /// connection after it. Shapes as [`linear`]; `residual: [M, N]`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
+#[tile::kernel(
+    T = [f16, bf16, f32],
+    BM = [64, 128],
+    BN = [64, 128, 256],
+    BK = [32, 64],
+    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+)]
 pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
     w: &Tensor<T>,
@@ -167,7 +201,13 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 
 /// `c[i] = a[i] @ b[i]` for a batch: `a: [B, M, K]`, `b: [B, K, N]`,
 /// `c: [B, M, N]`. Grid: `(blocks(M, N, BM, BN), B)`.
-#[tile::kernel(T = [f16, bf16, f32], BM = [64, 128], BN = [64, 128], BK = [32, 64])]
+#[tile::kernel(
+    T = [f16, bf16, f32],
+    BM = [64, 128],
+    BN = [64, 128, 256],
+    BK = [32, 64],
+    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+)]
 pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
     a: &Tensor<T>,
     b: &Tensor<T>,

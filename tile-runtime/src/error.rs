@@ -78,7 +78,7 @@ impl fmt::Display for Error {
             Error::Grid { kernel, reason } => write!(f, "{kernel}: bad launch grid: {reason}"),
             Error::NotBuilt { kernel, consts } => write!(
                 f,
-                "{kernel} was not built for const values {consts:?}: add them to its #[tile::kernel(..)] lists"
+                "{kernel} was not built for const values {consts:?} with these element types: add them to its #[tile::kernel(..)] lists, or take the combination out of its `skip`"
             ),
             Error::WrongContext { kernel, param } => write!(
                 f,

@@ -5,7 +5,7 @@
 
 use crate::device::Stream;
 use crate::grid::Grid;
-use crate::spec::{KernelSpec, ParamSpec, Target};
+use crate::spec::{KernelSpec, ParamSpec};
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
 use crate::{Element, Error, Result, Tensor};
@@ -172,7 +172,7 @@ pub fn launch(
         consts: consts.to_vec(),
     };
     let mut variant = kernel
-        .variant(types, consts, vectorized, stream.device().target())
+        .variant_for(types, consts, vectorized, stream.device().target())
         .ok_or_else(not_built)?;
     let ptrs: Vec<u64> = raws
         .iter()
@@ -196,9 +196,7 @@ pub fn launch(
     let maps = match maps {
         Some(maps) => maps,
         None => {
-            variant = kernel
-                .variant(types, consts, vectorized, Target::Sm90)
-                .ok_or_else(not_built)?;
+            variant = kernel.variant(types, consts, vectorized).ok_or_else(not_built)?;
             Vec::new()
         }
     };

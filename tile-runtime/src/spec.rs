@@ -84,9 +84,16 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// The variant for these type and const values, vectorized or not, on
-    /// `target`: one made for that target where there is one, else the portable one.
-    pub fn variant(
+    /// The portable variant for these type and const values, vectorized or not.
+    pub fn variant(&self, types: &[DType], consts: &[i64], vectorized: bool) -> Option<&'static VariantSpec> {
+        self.variants
+            .iter()
+            .find(|v| v.types == types && v.consts == consts && v.vectorized == vectorized && v.target.is_none())
+    }
+
+    /// The variant to run on `target`: one made for that target where there
+    /// is one (sm_90a: `wgmma` + TMA), else the portable one.
+    pub fn variant_for(
         &self,
         types: &[DType],
         consts: &[i64],

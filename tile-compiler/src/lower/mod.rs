@@ -34,6 +34,9 @@ enum Operand {
 /// Static shared memory a kernel may declare.
 pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 
+/// Shared memory one block may have in all on Hopper (227 KiB).
+pub const MAX_BLOCK_SHARED_BYTES: usize = 227 * 1024;
+
 /// A lowered kernel entry (module header not included).
 pub struct Lowered {
     pub text: String,
@@ -51,14 +54,14 @@ pub struct Lowered {
 /// dimension is contiguous and a multiple of 16 bytes, and its other strides
 /// are multiples of 16 bytes.
 pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str) -> Result<Lowered> {
-    lower_with(func, layouts, vectorized, entry_name, MmaPath::Portable).map(|(lowered, _)| lowered)
+    lower_with(func, layouts, vectorized, entry_name, MmaPath::Portable, None).map(|(lowered, _)| lowered)
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
 /// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]): `None` when the
 /// kernel has no `mma` or one of them cannot take that path.
 pub fn lower_wgmma(func: &Func, layouts: &Layouts, entry_name: &str) -> Result<Option<Lowered>> {
-    let (lowered, l) = lower_with(func, layouts, true, entry_name, MmaPath::Wgmma)?;
+    let (lowered, l) = lower_with(func, layouts, true, entry_name, MmaPath::Wgmma, None)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
 }
 
@@ -74,8 +77,10 @@ fn lower_with(
     vectorized: bool,
     entry_name: &str,
     path: MmaPath,
+    scratch_offset: Option<usize>,
 ) -> Result<(Lowered, WgmmaReport)> {
     let mut l = Lower {
+        scratch_offset,
         path,
         no_wgmma: None,
         wgmma_count: 0,
@@ -111,16 +116,26 @@ fn lower_with(
     let mut params = l.params(entry_name);
     l.ops(&func.body)?;
     params.append(&mut l.tma_params);
-    if l.shared_bytes > MAX_SHARED_BYTES {
+    if l.shared_bytes > MAX_SHARED_BYTES && scratch_offset.is_none() {
+        // Past the static limit, the scratch area moves to dynamic shared
+        // memory after the pipeline stages: lower again with it there.
+        let offset = l.dynamic_shared.next_multiple_of(128);
+        return lower_with(func, layouts, vectorized, entry_name, path, Some(offset));
+    }
+    let (static_bytes, dynamic_bytes) = match scratch_offset {
+        None => (l.shared_bytes, l.dynamic_shared),
+        Some(offset) => (0, offset + l.shared_bytes),
+    };
+    if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES {
         bail!(
             func.body
                 .first()
                 .map(|o| o.span)
                 .unwrap_or_else(proc_macro2::Span::call_site),
-            "kernel `{}` needs {} bytes of shared memory for its reductions and layout conversions, over the {} KiB limit: use smaller tiles",
+            "kernel `{}` needs {} bytes of shared memory (pipeline stages, reductions, layout conversions), over the {} KiB a block can have: use smaller tiles",
             func.name,
-            l.shared_bytes,
-            MAX_SHARED_BYTES / 1024
+            static_bytes + dynamic_bytes,
+            MAX_BLOCK_SHARED_BYTES / 1024
         );
     }
     let text = ptx::entry(
@@ -129,16 +144,16 @@ fn lower_with(
         threads,
         &l.regs,
         ptx::SharedMemory {
-            static_bytes: l.shared_bytes,
-            dynamic: l.dynamic_shared > 0,
+            static_bytes,
+            dynamic: dynamic_bytes > 0,
         },
         (&l.prologue, &l.code),
     );
     Ok((
         Lowered {
             text,
-            shared_bytes: l.shared_bytes,
-            dynamic_shared_bytes: l.dynamic_shared,
+            shared_bytes: static_bytes,
+            dynamic_shared_bytes: dynamic_bytes,
             threads,
             tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
         },
@@ -189,6 +204,9 @@ struct Lower<'a> {
     repl_preds: HashMap<u32, String>,
     specials: HashMap<String, String>,
     shared_bytes: usize,
+    /// Where the scratch area (`shared_bytes`) lives in dynamic shared
+    /// memory, when it is too large for static; `None`: the static `smem`.
+    scratch_offset: Option<usize>,
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
@@ -401,11 +419,23 @@ impl<'a> Lower<'a> {
         acc
     }
 
+    /// Sets `base` to the start of the scratch area (reductions, layout
+    /// conversions, operand staging).
+    fn scratch_base(&mut self, base: &str) {
+        match self.scratch_offset {
+            None => self.emit(format!("mov.u32 {base}, smem;")),
+            Some(offset) => {
+                self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
+                self.emit(format!("add.s32 {base}, {base}, {offset};"));
+            }
+        }
+    }
+
     /// The shared-memory address of this thread's first element, `bytes` per element.
     fn smem_base(&mut self, l: &Layout, bytes: usize) -> String {
         let coords = self.coords(l);
         let base = self.reg(RegClass::B32);
-        self.emit(format!("mov.u32 {base}, smem;"));
+        self.scratch_base(&base);
         let Some(f) = self.thread_flat(&coords, &l.shape) else {
             return base;
         };

@@ -150,7 +150,7 @@ impl Lower<'_> {
         };
         self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
         let base = self.reg(RegClass::B32);
-        self.emit(format!("mov.u32 {base}, smem;"));
+        self.scratch_base(&base);
 
         // Stores: one 16-byte chunk of consecutive elements at a time.
         let src = self.regs_of(arg);

@@ -1,0 +1,25 @@
+// `skip` leaves combinations of listed values unbuilt: here f32 with the
+// wide block. The others build; launching a skipped one is a typed error
+// (`Error::NotBuilt`), so generic code can dispatch over all of them.
+use tile::prelude::*;
+
+#[tile::kernel(T = [f32, bf16], BLOCK = [16, 32], skip = [(T = f32, BLOCK = 32)])]
+fn double<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
+    let i = block_id(0);
+    y.store([i], x.load([i], [BLOCK]) * 2);
+}
+
+fn main() {
+    let x = HostTensor::from_vec((0..32).map(|j| j as f32).collect(), &[32]).unwrap();
+    let mut y = HostTensor::zeros(&[32]);
+    double::cpu::<f32, 16>(2, &x, &mut y).unwrap();
+    assert!(y.to_vec().iter().enumerate().all(|(j, &v)| v == 2.0 * j as f32));
+    let err = double::cpu::<f32, 32>(1, &x, &mut y).unwrap_err();
+    assert!(matches!(err, tile::Error::NotBuilt { .. }), "{err}");
+
+    let xb = HostTensor::from_vec((0..32).map(|j| bf16::from_f32(j as f32)).collect(), &[32]).unwrap();
+    let mut yb = HostTensor::zeros(&[32]);
+    double::cpu::<bf16, 32>(1, &xb, &mut yb).unwrap();
+    assert!(yb.to_vec().iter().enumerate().all(|(j, &v)| v.to_f32() == 2.0 * j as f32));
+    assert_eq!(double::KERNEL.variants.len(), 3 * 2);
+}
