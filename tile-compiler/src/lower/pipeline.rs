@@ -186,8 +186,8 @@ impl Lower<'_> {
         if staged.is_empty() || offset * 2 > budget {
             return None;
         }
-        // `wgmma` runs several stages ahead of the copies (as deep as the
-        // budget allows: measured faster than 4 on an H100); `mma.sync` four.
+        // `wgmma` keeps up to six stages (two of them being read: the
+        // running K-step's and the previous one's, still in flight); `mma.sync` four.
         let most = match self.path {
             MmaPath::Portable => 4,
             MmaPath::Wgmma => 6,
