@@ -8,6 +8,7 @@
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
 //! shape and the best is reported (the specialization a tuner would pick).
+//! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
 
 mod common;
 
@@ -65,6 +66,13 @@ fn case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize,
 where
     CudaBlas: Gemm<T>,
 {
+    let label = format!("{dtype} {m}x{k}x{n}");
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with("--") && !label.contains(a.as_str()))
+    {
+        return;
+    }
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let mut c = s.zeros::<T>(&[m, n]).unwrap();

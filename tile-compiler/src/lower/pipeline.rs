@@ -19,6 +19,8 @@ use std::collections::HashSet;
 /// and take deeper pipelines.
 const PIPELINE_BYTES: usize = 96 * 1024;
 const WGMMA_PIPELINE_BYTES: usize = 192 * 1024;
+/// Half of an SM's 227 KiB of shared memory, less room for a block's scratch.
+const HALF_SM_BYTES: usize = 110 * 1024;
 
 /// Alignment of every staged tile: the 1024-byte period of the 128-byte
 /// swizzle, so that the stored pattern is the hardware's (`wgmma`, TMA).
@@ -186,13 +188,16 @@ impl Lower<'_> {
         if staged.is_empty() || offset * 2 > budget {
             return None;
         }
-        // `wgmma` keeps up to six stages (two of them being read: the
-        // running K-step's and the previous one's, still in flight); `mma.sync` four.
-        let most = match self.path {
-            MmaPath::Portable => 4,
-            MmaPath::Wgmma => 6,
+        // `mma.sync` keeps four stages. `wgmma` up to six (two of them being
+        // read: the running K-step's and the previous one's, still in
+        // flight), but no more than lets two blocks share an SM while three
+        // stages fit in half of it: ncu showed 128x128 tiles with six 32 KiB
+        // stages at one block per SM and the tensor pipe 37% busy.
+        let stages = match self.path {
+            MmaPath::Portable => (budget / offset).clamp(2, 4),
+            MmaPath::Wgmma if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES / offset).min(6),
+            MmaPath::Wgmma => (budget / offset).clamp(2, 6),
         };
-        let stages = (budget / offset).clamp(2, most);
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
         let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
         let buffer = self.dynamic_shared.next_multiple_of(TILE_ALIGN);
