@@ -22,6 +22,17 @@ const SLAB_M: usize = 64;
 /// The widest `wgmma` N.
 const MAX_N: usize = 256;
 
+/// One `wgmma` of an `mma`'s K-tile, relative to its warpgroup.
+struct Step {
+    /// K offset, and the accumulator rows and columns the step updates from.
+    k: usize,
+    row: usize,
+    col: usize,
+    /// Byte offsets of its A and B blocks in their tiles.
+    a: usize,
+    b: usize,
+}
+
 /// An operand tile in a pipeline stage, as a matrix descriptor describes it.
 struct StagedOperand {
     /// Register holding the tile's shared-memory address in this iteration's stage.
@@ -137,9 +148,22 @@ impl Lower<'_> {
                 })
             })
             .collect();
-        let steps: Vec<(usize, usize, usize)> = (0..k / STEP_K)
+        // Each step: its K offset, accumulator origin (row, column) within
+        // the warpgroup's tile, and the byte offsets of its operand blocks.
+        let steps: Vec<Step> = (0..k / STEP_K)
             .flat_map(|ks| (0..tm / SLAB_M).flat_map(move |mi| (0..tn / n_step).map(move |ni| (ks, mi, ni))))
-            .collect();
+            .map(|(ks, mi, ni)| {
+                let (row, col) = (mi * SLAB_M, ni * n_step);
+                Some(Step {
+                    k: ks * STEP_K,
+                    row,
+                    col,
+                    a: op_a.offset(row, ks * STEP_K)?,
+                    b: op_b.offset(col, ks * STEP_K)?,
+                })
+            })
+            .collect::<Option<_>>()
+            .ok_or("an operand sub-block does not start where a descriptor can")?;
         let mut a_origin = Vec::new();
         let mut b_origin = Vec::new();
         for &(m0, n0) in &origins {
@@ -147,17 +171,11 @@ impl Lower<'_> {
             let (Some(oa), Some(ob)) = (oa, ob) else {
                 return Err("a warpgroup's operand block does not start where a descriptor can");
             };
-            for &(ks, mi, ni) in &steps {
-                let (sa, sb) = (mi * SLAB_M, ni * n_step);
-                let fits_a = op_a.offset(m0 + sa, ks * STEP_K) == op_a.offset(sa, ks * STEP_K).map(|o| o + oa);
-                let fits_b = op_b.offset(n0 + sb, ks * STEP_K) == op_b.offset(sb, ks * STEP_K).map(|o| o + ob);
-                if !fits_a
-                    || !fits_b
-                    || op_a.offset(sa, ks * STEP_K).is_none()
-                    || op_b.offset(sb, ks * STEP_K).is_none()
-                {
-                    return Err("an operand sub-block does not start where a descriptor can");
-                }
+            let shifted = |s: &Step| {
+                op_a.offset(m0 + s.row, s.k) == Some(oa + s.a) && op_b.offset(n0 + s.col, s.k) == Some(ob + s.b)
+            };
+            if !steps.iter().all(shifted) {
+                return Err("an operand sub-block's offset depends on the warpgroup");
             }
             a_origin.push(oa);
             b_origin.push(ob);
@@ -183,12 +201,12 @@ impl Lower<'_> {
         let ty = arith_type(dtype);
         let (trans_a, trans_b) = (u8::from(!op_a.k_major), u8::from(!op_b.k_major));
         self.emit("wgmma.fence.sync.aligned;");
-        for &(ks, mi, ni) in &steps {
-            let (sa, sb) = (mi * SLAB_M, ni * n_step);
-            let da = self.offset_descriptor(&desc_a, op_a.offset(sa, ks * STEP_K).unwrap_or(0));
-            let db = self.offset_descriptor(&desc_b, op_b.offset(sb, ks * STEP_K).unwrap_or(0));
+        for s in &steps {
+            let da = self.offset_descriptor(&desc_a, s.a);
+            let db = self.offset_descriptor(&desc_b, s.b);
+            let (row, col) = (s.row, s.col);
             let regs: Vec<String> = (0..n_step / 8)
-                .flat_map(|j| ACC.iter().map(move |&(dr, dc)| vec![sa + dr, sb + j * 8 + dc]))
+                .flat_map(|j| ACC.iter().map(move |&(dr, dc)| vec![row + dr, col + j * 8 + dc]))
                 .map(|c| out[index[&c]].clone())
                 .collect();
             self.emit(format!(
