@@ -17,6 +17,8 @@ pub struct Kernel {
     pub body: Vec<Stmt>,
     /// `num_warps = N` from the attribute.
     pub num_warps: Option<u32>,
+    /// `num_stages = N` from the attribute: the depth of `mma` pipelines.
+    pub num_stages: Option<u32>,
     /// Combinations of listed values not to build (`skip = [(T = f32, BN = 256)]`).
     pub skips: Vec<Skip>,
 }

@@ -246,7 +246,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Portable);
                 simplify::remove_dead(&mut f);
                 let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
-                let lowered = lower::lower(&f, &layouts, vectorized, &entry).map_err(in_variant)?;
+                let lowered = lower::lower(&f, &layouts, vectorized, &entry, kernel.num_stages).map_err(in_variant)?;
                 variants.push(Variant {
                     types: types.clone(),
                     consts: values.clone(),
@@ -271,7 +271,9 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Wgmma);
                 simplify::remove_dead(&mut f);
                 let entry = format!("{}{}_wgmma", kernel.name, suffix);
-                if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &entry).map_err(in_variant)? {
+                if let Some(lowered) =
+                    lower::lower_wgmma(&f, &layouts, &entry, kernel.num_stages).map_err(in_variant)?
+                {
                     variants.push(Variant {
                         types: types.clone(),
                         consts: values.clone(),

@@ -14,7 +14,12 @@ use syn::{Expr as SynExpr, Token};
 pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
     let func: syn::ItemFn =
         syn::parse2(item).map_err(|e| Error::new(e.span(), format!("#[tile::kernel] goes on a `fn` item: {e}")))?;
-    let (lists, num_warps, raw_skips) = parse_attr(attr)?;
+    let Attr {
+        lists,
+        num_warps,
+        num_stages,
+        skips: raw_skips,
+    } = parse_attr(attr)?;
     let sig = &func.sig;
     if let Some(a) = &sig.asyncness {
         bail!(a.span(), "a tile kernel can't be `async`");
@@ -161,6 +166,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         params,
         body,
         num_warps,
+        num_stages,
         skips,
     })
 }
@@ -209,20 +215,29 @@ type Lists = Vec<(proc_macro2::Ident, Vec<SynExpr>)>;
 /// The `NAME = value` pairs of each skipped combination, unresolved.
 type RawSkips = Vec<Vec<(proc_macro2::Ident, SynExpr)>>;
 
-/// `NAME = [v, ..], num_warps = N, skip = [(NAME = v, ..), ..]`.
-fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>, RawSkips)> {
+/// What `#[tile::kernel(..)]` says.
+struct Attr {
+    lists: Lists,
+    num_warps: Option<u32>,
+    num_stages: Option<u32>,
+    skips: RawSkips,
+}
+
+/// `NAME = [v, ..], num_warps = N, num_stages = N, skip = [(NAME = v, ..), ..]`.
+fn parse_attr(attr: TokenStream) -> Result<Attr> {
     let metas = syn::punctuated::Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated
         .parse2(attr)
         .map_err(|e| {
             Error::new(
                 e.span(),
                 format!(
-                    "expected `NAME = [values..]`, `num_warps = N` or `skip = [(NAME = value, ..)]` in #[tile::kernel(..)]: {e}"
+                    "expected `NAME = [values..]`, `num_warps = N`, `num_stages = N` or `skip = [(NAME = value, ..)]` in #[tile::kernel(..)]: {e}"
                 ),
             )
         })?;
     let mut lists: Lists = Vec::new();
     let mut num_warps = None;
+    let mut num_stages = None;
     let mut skips = RawSkips::new();
     for m in metas {
         let Some(name) = m.path.get_ident() else {
@@ -237,6 +252,17 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>, RawSkips)> {
                 );
             }
             num_warps = Some(n as u32);
+            continue;
+        }
+        if name == "num_stages" {
+            let n = int_lit(&m.value)?;
+            if !(2..=8).contains(&n) {
+                bail!(
+                    m.value.span(),
+                    "num_stages is the depth of the pipelines that feed `mma`: 2 to 8 shared-memory stages"
+                );
+            }
+            num_stages = Some(n as u32);
             continue;
         }
         if name == "skip" {
@@ -266,7 +292,12 @@ fn parse_attr(attr: TokenStream) -> Result<(Lists, Option<u32>, RawSkips)> {
         }
         lists.push((name.clone(), items));
     }
-    Ok((lists, num_warps, skips))
+    Ok(Attr {
+        lists,
+        num_warps,
+        num_stages,
+        skips,
+    })
 }
 
 /// `[(T = f32, BN = 256), (BM = 64,)]`: the combinations not to build.

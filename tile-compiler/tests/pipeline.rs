@@ -257,3 +257,24 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
     let k = compile("BM = [64], BN = [64], BK = [32]", &MATMUL.replace("bf16", "f32"));
     assert!(k.variants.iter().all(|v| v.target.is_none()));
 }
+
+#[test]
+fn num_stages_sets_the_pipeline_depth() {
+    let stage = (128 * 64 + 64 * 128) * 2;
+    for (stages, wait) in [(2, "cp.async.wait_group 0;"), (5, "cp.async.wait_group 3;")] {
+        let k = compile(
+            &format!("BM = [128], BN = [128], BK = [64], num_stages = {stages}"),
+            MATMUL,
+        );
+        let v = k
+            .variants
+            .iter()
+            .find(|v| v.vectorized && v.target.is_none())
+            .expect("vector variant");
+        assert_eq!(v.dynamic_shared_bytes, stages * stage);
+        assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
+        // On sm_90a the mbarriers follow the stages.
+        let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+        assert_eq!(w.dynamic_shared_bytes, stages * stage + 8 * stages);
+    }
+}

@@ -53,16 +53,47 @@ pub struct Lowered {
 /// before choosing this variant: every tensor is 16-byte aligned, its last
 /// dimension is contiguous and a multiple of 16 bytes, and its other strides
 /// are multiples of 16 bytes.
-pub fn lower(func: &Func, layouts: &Layouts, vectorized: bool, entry_name: &str) -> Result<Lowered> {
-    lower_with(func, layouts, vectorized, entry_name, MmaPath::Portable, None).map(|(lowered, _)| lowered)
+/// `num_stages` fixes the depth of `mma` pipelines (else chosen by size).
+pub fn lower(
+    func: &Func,
+    layouts: &Layouts,
+    vectorized: bool,
+    entry_name: &str,
+    num_stages: Option<u32>,
+) -> Result<Lowered> {
+    let how = Lowering {
+        path: MmaPath::Portable,
+        num_stages,
+        scratch_offset: None,
+    };
+    lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
 /// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]): `None` when the
 /// kernel has no `mma` or one of them cannot take that path.
-pub fn lower_wgmma(func: &Func, layouts: &Layouts, entry_name: &str) -> Result<Option<Lowered>> {
-    let (lowered, l) = lower_with(func, layouts, true, entry_name, MmaPath::Wgmma, None)?;
+pub fn lower_wgmma(
+    func: &Func,
+    layouts: &Layouts,
+    entry_name: &str,
+    num_stages: Option<u32>,
+) -> Result<Option<Lowered>> {
+    let how = Lowering {
+        path: MmaPath::Wgmma,
+        num_stages,
+        scratch_offset: None,
+    };
+    let (lowered, l) = lower_with(func, layouts, true, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
+}
+
+/// How to lower: the `mma` instructions, the pipeline depth, and where the
+/// scratch area lives (`None`: static shared memory).
+#[derive(Clone, Copy)]
+struct Lowering {
+    path: MmaPath,
+    num_stages: Option<u32>,
+    scratch_offset: Option<usize>,
 }
 
 /// What the `wgmma` path found.
@@ -76,11 +107,16 @@ fn lower_with(
     layouts: &Layouts,
     vectorized: bool,
     entry_name: &str,
-    path: MmaPath,
-    scratch_offset: Option<usize>,
+    how: Lowering,
 ) -> Result<(Lowered, WgmmaReport)> {
+    let Lowering {
+        path,
+        num_stages,
+        scratch_offset,
+    } = how;
     let mut l = Lower {
         scratch_offset,
+        num_stages,
         path,
         no_wgmma: None,
         wgmma_count: 0,
@@ -120,7 +156,11 @@ fn lower_with(
         // Past the static limit, the scratch area moves to dynamic shared
         // memory after the pipeline stages: lower again with it there.
         let offset = l.dynamic_shared.next_multiple_of(128);
-        return lower_with(func, layouts, vectorized, entry_name, path, Some(offset));
+        let how = Lowering {
+            scratch_offset: Some(offset),
+            ..how
+        };
+        return lower_with(func, layouts, vectorized, entry_name, how);
     }
     let (static_bytes, dynamic_bytes) = match scratch_offset {
         None => (l.shared_bytes, l.dynamic_shared),
@@ -204,6 +244,8 @@ struct Lower<'a> {
     repl_preds: HashMap<u32, String>,
     specials: HashMap<String, String>,
     shared_bytes: usize,
+    /// The `num_stages` hint: how many stages `mma` pipelines get.
+    num_stages: Option<u32>,
     /// Where the scratch area (`shared_bytes`) lives in dynamic shared
     /// memory, when it is too large for static; `None`: the static `smem`.
     scratch_offset: Option<usize>,

@@ -185,7 +185,7 @@ impl Lower<'_> {
             MmaPath::Portable => PIPELINE_BYTES,
             MmaPath::Wgmma => WGMMA_PIPELINE_BYTES,
         };
-        if staged.is_empty() || offset * 2 > budget {
+        if staged.is_empty() || (offset * 2 > budget && self.num_stages.is_none()) {
             return None;
         }
         // `mma.sync` keeps four stages. `wgmma` up to six (two of them being
@@ -193,10 +193,11 @@ impl Lower<'_> {
         // flight), but no more than lets two blocks share an SM while three
         // stages fit in half of it: ncu showed 128x128 tiles with six 32 KiB
         // stages at one block per SM and the tensor pipe 37% busy.
-        let stages = match self.path {
-            MmaPath::Portable => (budget / offset).clamp(2, 4),
-            MmaPath::Wgmma if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES / offset).min(6),
-            MmaPath::Wgmma => (budget / offset).clamp(2, 6),
+        let stages = match (self.num_stages, self.path) {
+            (Some(n), _) => n as usize,
+            (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
+            (None, MmaPath::Wgmma) if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES / offset).min(6),
+            (None, MmaPath::Wgmma) => (budget / offset).clamp(2, 6),
         };
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
         let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
