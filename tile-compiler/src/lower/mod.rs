@@ -461,23 +461,35 @@ impl<'a> Lower<'a> {
         acc
     }
 
-    /// Sets `base` to the start of the scratch area (reductions, layout
-    /// conversions, operand staging).
-    fn scratch_base(&mut self, base: &str) {
+    /// The start of the scratch area (reductions, layout conversions,
+    /// operand staging), in a new register.
+    fn scratch_base(&mut self) -> String {
         match self.scratch_offset {
-            None => self.emit(format!("mov.u32 {base}, smem;")),
-            Some(offset) => {
-                self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
-                self.emit(format!("add.s32 {base}, {base}, {offset};"));
+            None => {
+                let base = self.reg(RegClass::B32);
+                self.emit(format!("mov.u32 {base}, smem;"));
+                base
             }
+            Some(offset) => self.dynamic_address(offset, None),
         }
+    }
+
+    /// `offset` bytes into dynamic shared memory, plus `index * stride`
+    /// when given (a register and a byte stride), in a new register.
+    fn dynamic_address(&mut self, offset: usize, index: Option<(&str, usize)>) -> String {
+        let a = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
+        self.emit(format!("add.s32 {a}, {a}, {offset};"));
+        if let Some((index, stride)) = index {
+            self.emit(format!("mad.lo.s32 {a}, {index}, {stride}, {a};"));
+        }
+        a
     }
 
     /// The shared-memory address of this thread's first element, `bytes` per element.
     fn smem_base(&mut self, l: &Layout, bytes: usize) -> String {
         let coords = self.coords(l);
-        let base = self.reg(RegClass::B32);
-        self.scratch_base(&base);
+        let base = self.scratch_base();
         let Some(f) = self.thread_flat(&coords, &l.shape) else {
             return base;
         };

@@ -223,11 +223,7 @@ impl Lower<'_> {
 
     /// The shared address of stage `stage` (a register).
     pub(super) fn stage_base(&mut self, plan: &Plan, stage: &str) -> String {
-        let base = self.reg(RegClass::B32);
-        self.emit(format!("mov.u32 {base}, {}_dyn_smem;", self.entry));
-        self.emit(format!("add.s32 {base}, {base}, {};", plan.buffer));
-        self.emit(format!("mad.lo.s32 {base}, {stage}, {}, {base};", plan.stage_bytes));
-        base
+        self.dynamic_address(plan.buffer, Some((stage, plan.stage_bytes)))
     }
 
     /// Copies every staged tile of iteration `j` into stage `stage` (registers), then commits.

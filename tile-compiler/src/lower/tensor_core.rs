@@ -149,8 +149,7 @@ impl Lower<'_> {
             row_bytes: cols * eb,
         };
         self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
-        let base = self.reg(RegClass::B32);
-        self.scratch_base(&base);
+        let base = self.scratch_base();
 
         // Stores: one 16-byte chunk of consecutive elements at a time.
         let src = self.regs_of(arg);

@@ -42,11 +42,7 @@ impl Lower<'_> {
 
     /// The shared address of stage `stage`'s mbarrier.
     fn stage_barrier(&mut self, plan: &Plan, stage: &str) -> String {
-        let a = self.reg(RegClass::B32);
-        self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
-        self.emit(format!("add.s32 {a}, {a}, {};", plan.barriers));
-        self.emit(format!("mad.lo.s32 {a}, {stage}, 8, {a};"));
-        a
+        self.dynamic_address(plan.barriers, Some((stage, 8)))
     }
 
     /// Before the loop: thread 0 sets up one mbarrier per stage, expecting
