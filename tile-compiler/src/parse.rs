@@ -244,25 +244,19 @@ fn parse_attr(attr: TokenStream) -> Result<Attr> {
             bail!(m.path.span(), "expected a name such as `BLOCK` or `num_warps`");
         };
         if name == "num_warps" {
-            let n = int_lit(&m.value)?;
-            if !(1..=32).contains(&n) || (n as u64).count_ones() != 1 {
-                bail!(
-                    m.value.span(),
-                    "num_warps must be a power of two from 1 to 32 (a block has at most 1024 threads)"
-                );
-            }
-            num_warps = Some(n as u32);
+            num_warps = Some(bounded_int(
+                &m.value,
+                |n| (1..=32).contains(&n) && (n as u64).count_ones() == 1,
+                "num_warps must be a power of two from 1 to 32 (a block has at most 1024 threads)",
+            )?);
             continue;
         }
         if name == "num_stages" {
-            let n = int_lit(&m.value)?;
-            if !(2..=8).contains(&n) {
-                bail!(
-                    m.value.span(),
-                    "num_stages is the depth of the pipelines that feed `mma`: 2 to 8 shared-memory stages"
-                );
-            }
-            num_stages = Some(n as u32);
+            num_stages = Some(bounded_int(
+                &m.value,
+                |n| (2..=8).contains(&n),
+                "num_stages is the depth of the pipelines that feed `mma`: 2 to 8 shared-memory stages",
+            )?);
             continue;
         }
         if name == "skip" {
@@ -328,6 +322,15 @@ fn parse_skips(value: &SynExpr) -> Result<RawSkips> {
                 .collect()
         })
         .collect()
+}
+
+/// An integer literal that `ok` accepts; otherwise `message` at it.
+fn bounded_int(e: &SynExpr, ok: impl Fn(i64) -> bool, message: &str) -> Result<u32> {
+    let n = int_lit(e)?;
+    if !ok(n) {
+        bail!(e.span(), "{message}");
+    }
+    Ok(n as u32)
 }
 
 fn int_lit(e: &SynExpr) -> Result<i64> {

@@ -30,6 +30,23 @@ pub fn tiles<T: Element>() -> Vec<&'static str> {
         .collect()
 }
 
+/// Launches `$kernel` with the tile named `$tile` (one of [`TILES`]; an
+/// unknown name is the smallest tile) on a grid of [`blocks`] for `$m x $n`.
+macro_rules! launch_with_tile {
+    ($tile:expr, $kernel:ident::<$T:ty>, $stream:expr, ($m:expr, $n:expr), $($arg:expr),*) => {
+        match $tile {
+            "128x256x64" => $kernel::launch::<$T, 128, 256, 64>($stream, blocks($m, $n, 128, 256), $($arg),*),
+            "128x256x32" => $kernel::launch::<$T, 128, 256, 32>($stream, blocks($m, $n, 128, 256), $($arg),*),
+            "128x128x64" => $kernel::launch::<$T, 128, 128, 64>($stream, blocks($m, $n, 128, 128), $($arg),*),
+            "128x128x32" => $kernel::launch::<$T, 128, 128, 32>($stream, blocks($m, $n, 128, 128), $($arg),*),
+            "64x128x64" => $kernel::launch::<$T, 64, 128, 64>($stream, blocks($m, $n, 64, 128), $($arg),*),
+            "64x128x32" => $kernel::launch::<$T, 64, 128, 32>($stream, blocks($m, $n, 64, 128), $($arg),*),
+            "64x64x64" => $kernel::launch::<$T, 64, 64, 64>($stream, blocks($m, $n, 64, 64), $($arg),*),
+            _ => $kernel::launch::<$T, 64, 64, 32>($stream, blocks($m, $n, 64, 64), $($arg),*),
+        }
+    };
+}
+
 /// `c = a @ b` with one of [`TILES`] (an unknown name is the smallest tile).
 pub fn launch_tile<T: Element>(
     stream: &Stream,
@@ -39,16 +56,7 @@ pub fn launch_tile<T: Element>(
     c: &mut Tensor<T>,
 ) -> tile::Result<()> {
     let (m, n) = (a.shape()[0], b.shape().get(1).copied().unwrap_or(0));
-    match tile {
-        "128x256x64" => matmul::launch::<T, 128, 256, 64>(stream, blocks(m, n, 128, 256), a, b, c),
-        "128x256x32" => matmul::launch::<T, 128, 256, 32>(stream, blocks(m, n, 128, 256), a, b, c),
-        "128x128x64" => matmul::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), a, b, c),
-        "128x128x32" => matmul::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), a, b, c),
-        "64x128x64" => matmul::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), a, b, c),
-        "64x128x32" => matmul::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), a, b, c),
-        "64x64x64" => matmul::launch::<T, 64, 64, 64>(stream, blocks(m, n, 64, 64), a, b, c),
-        _ => matmul::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), a, b, c),
-    }
+    launch_with_tile!(tile, matmul::<T>, stream, (m, n), a, b, c)
 }
 
 /// `y = x @ w^T + b` (GELU after if `gelu`) with one of [`TILES`].
@@ -60,17 +68,7 @@ pub fn launch_linear_tile<T: Element>(
     gelu: bool,
 ) -> tile::Result<()> {
     let (m, n) = (x.shape()[0], w.shape()[0]);
-    let g = gelu as i32;
-    match tile {
-        "128x256x64" => linear::launch::<T, 128, 256, 64>(stream, blocks(m, n, 128, 256), x, w, b, y, g),
-        "128x256x32" => linear::launch::<T, 128, 256, 32>(stream, blocks(m, n, 128, 256), x, w, b, y, g),
-        "128x128x64" => linear::launch::<T, 128, 128, 64>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
-        "128x128x32" => linear::launch::<T, 128, 128, 32>(stream, blocks(m, n, 128, 128), x, w, b, y, g),
-        "64x128x64" => linear::launch::<T, 64, 128, 64>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
-        "64x128x32" => linear::launch::<T, 64, 128, 32>(stream, blocks(m, n, 64, 128), x, w, b, y, g),
-        "64x64x64" => linear::launch::<T, 64, 64, 64>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
-        _ => linear::launch::<T, 64, 64, 32>(stream, blocks(m, n, 64, 64), x, w, b, y, g),
-    }
+    launch_with_tile!(tile, linear::<T>, stream, (m, n), x, w, b, y, gelu as i32)
 }
 
 fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
