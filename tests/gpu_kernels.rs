@@ -377,6 +377,23 @@ fn matmul_on_tensor_cores_matches_cpu_reference() {
     });
 }
 
+/// More tiles than the GPU holds blocks at once, so that each block of a
+/// persistent grid (the warp-specialized `wgmma` variants) computes several,
+/// with its pipeline running on from one tile into the next.
+#[test]
+fn persistent_blocks_cover_every_tile() {
+    let Some((d, s)) = gpu("persistent_blocks_cover_every_tile") else {
+        return;
+    };
+    let mut rng = Rng::new(19);
+    // 17 x 9 tiles of 128x256 (and 33 x 33 of 64x64); K ragged.
+    let (m, n, k) = (2100, 2056, 72);
+    on_both_paths(&d, || {
+        matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+        linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
+    });
+}
+
 fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {
     use tile_kernels::matmul;
     let x = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);

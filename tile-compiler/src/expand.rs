@@ -30,6 +30,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
         threads,
         shared_bytes,
         dynamic_shared_bytes,
+        persistent,
         ..
     } = v;
     let target = match v.target {
@@ -54,6 +55,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             dynamic_shared_bytes: #dynamic_shared_bytes,
             target: #target,
             tensor_maps: &[#(#tensor_maps),*],
+            persistent: #persistent,
             ptx: #ptx,
         }
     }

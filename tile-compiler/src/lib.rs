@@ -47,6 +47,8 @@ pub struct Variant {
     pub target: Option<Target>,
     /// Tensor maps the launcher encodes and passes after the parameters (TMA).
     pub tensor_maps: Vec<lower::TensorMap>,
+    /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
+    pub persistent: bool,
 }
 
 impl Variant {
@@ -258,6 +260,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                     target: None,
                     tensor_maps: lowered.tensor_maps,
+                    persistent: lowered.persistent,
                 });
             }
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
@@ -285,6 +288,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                         dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                         target: Some(Target::Sm90a),
                         tensor_maps: lowered.tensor_maps,
+                        persistent: lowered.persistent,
                     });
                 }
             }

@@ -149,6 +149,7 @@ pub const TENSOR_MAP: &str = "tensormap";
 
 /// One kernel parameter as declared in the entry: `ty` is a PTX scalar
 /// type, or [`TENSOR_MAP`].
+#[derive(Clone)]
 pub struct EntryParam {
     pub name: String,
     pub ty: &'static str,

@@ -208,7 +208,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
         .find(|v| v.target == Some(Target::Sm90a))
         .expect("a wgmma variant");
     assert!(w.vectorized && w.entry.ends_with("_wgmma"));
-    assert_eq!(w.threads, 256, "two warpgroups, each a 64x256 slab");
+    assert_eq!(w.threads, 384, "two warpgroups, each a 64x256 slab, and the producer's");
     let p = &w.ptx;
     // One thread copies each stage's tiles by TMA and counts them on an mbarrier.
     assert!(p.contains("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
@@ -231,10 +231,54 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
         .collect();
     assert_eq!(maps, [(0, vec![64, 128], 128), (1, vec![64, 64], 128)]);
     assert_eq!(p.matches(".param .align 64 .b8").count(), 2);
-    // Stages: (128x64 + 64x256) bf16 = 48 KiB each, as many as 192 KiB holds, plus their mbarriers.
-    assert_eq!(w.dynamic_shared_bytes, 4 * 48 * 1024 + 4 * 8);
+    // Stages: (128x64 + 64x256) bf16 = 48 KiB each, as many as 192 KiB
+    // holds, plus their full and empty mbarriers.
+    assert_eq!(w.dynamic_shared_bytes, 4 * 48 * 1024 + 4 * 16);
     // The portable variants are still there for every other GPU.
     assert!(ptx(&k, true).contains("mma.sync") && ptx(&k, false).contains("mma.sync"));
+}
+
+#[test]
+fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
+    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    let p = &w.ptx;
+    assert!(
+        w.persistent && p.contains("_grid\n)"),
+        "the launched block count comes last"
+    );
+    // Consumers (two warpgroups) take registers from the producer's warpgroup.
+    assert_eq!(w.threads, 3 * 128);
+    assert!(p.contains("setmaxnreg.inc.sync.aligned.u32 232;") && p.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
+    // One block-wide barrier (after the mbarriers are set up), none per K-step.
+    assert_eq!(p.matches("bar.sync").count(), 1);
+    // Each consumer warp releases a stage; the producer waits for that.
+    assert!(p.contains("mbarrier.init.shared::cta.b64") && p.contains("], 8;"));
+    assert_eq!(p.matches("mbarrier.arrive.shared::cta.b64").count(), 1);
+    assert_eq!(p.matches("mbarrier.try_wait.parity").count(), 2);
+    // Blocks of the launch are taken in steps of the blocks running.
+    assert!(p.contains("%nctaid.x"));
+}
+
+#[test]
+fn two_mma_loops_keep_wgmma_without_warp_specialization() {
+    let k = compile(
+        "BM = [64], BN = [64], BK = [64]",
+        "fn twice<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<f32>) {
+            let mut x = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(1), BK) {
+                x = mma(a.load([0, k], [BM, BK]), b.load([k, 0], [BK, BN]), x);
+            }
+            let mut y = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(1), BK) {
+                y = mma(a.load([1, k], [BM, BK]), b.load([k, 1], [BK, BN]), y);
+            }
+            c.store([0, 0], x + y);
+        }",
+    );
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    assert!(!w.persistent && w.threads == 128 && !w.ptx.contains("setmaxnreg"));
+    assert_eq!(w.ptx.matches("wgmma.commit_group").count(), 2);
 }
 
 #[test]
@@ -273,8 +317,8 @@ fn num_stages_sets_the_pipeline_depth() {
             .expect("vector variant");
         assert_eq!(v.dynamic_shared_bytes, stages * stage);
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
-        // On sm_90a the mbarriers follow the stages.
+        // On sm_90a the full and empty mbarriers follow the stages.
         let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-        assert_eq!(w.dynamic_shared_bytes, stages * stage + 8 * stages);
+        assert_eq!(w.dynamic_shared_bytes, stages * stage + 16 * stages);
     }
 }

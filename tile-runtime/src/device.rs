@@ -16,7 +16,17 @@ pub struct Device {
     /// Whether variants made for this GPU's architecture-specific target
     /// (sm_90a: `wgmma`) are used; else only portable ones.
     arch_specific: AtomicBool,
-    functions: Mutex<HashMap<usize, CudaFunction>>,
+    /// Streaming multiprocessors.
+    sm_count: u32,
+    functions: Mutex<HashMap<usize, Loaded>>,
+}
+
+/// A variant's loaded function, and how many of its blocks the GPU holds
+/// at once (what a persistent grid launches).
+#[derive(Clone)]
+pub(crate) struct Loaded {
+    pub(crate) function: CudaFunction,
+    pub(crate) resident_blocks: u32,
 }
 
 impl std::fmt::Debug for Device {
@@ -60,6 +70,9 @@ impl Device {
         let capability = ctx
             .compute_capability()
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
+        let sm_count = ctx
+            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
         if capability.0 < 9 {
             return Err(Error::UnsupportedDevice {
                 name,
@@ -72,6 +85,7 @@ impl Device {
             name,
             capability,
             arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
+            sm_count: sm_count.max(1) as u32,
             functions: Mutex::new(HashMap::new()),
         }))
     }
@@ -126,7 +140,7 @@ impl Device {
     }
 
     /// The loaded function for a variant, loading its module on first use.
-    pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static VariantSpec) -> Result<CudaFunction> {
+    pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static VariantSpec) -> Result<Loaded> {
         let key = v as *const VariantSpec as usize;
         let mut cache = self.functions.lock().expect("module cache lock");
         if let Some(f) = cache.get(&key) {
@@ -151,8 +165,15 @@ impl Device {
             )
             .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
-        cache.insert(key, f.clone());
-        Ok(f)
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(v.threads, v.dynamic_shared_bytes, None)
+            .map_err(|e| Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        let loaded = Loaded {
+            function: f,
+            resident_blocks: self.sm_count * per_sm.max(1),
+        };
+        cache.insert(key, loaded.clone());
+        Ok(loaded)
     }
 }
 

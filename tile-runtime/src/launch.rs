@@ -200,8 +200,8 @@ pub fn launch(
             Vec::new()
         }
     };
-    let func = stream.device().function(kernel, variant)?;
-    let mut builder = cuda.launch_builder(&func);
+    let loaded = stream.device().function(kernel, variant)?;
+    let mut builder = cuda.launch_builder(&loaded.function);
     for r in &raws {
         match r {
             Raw::U64(x) => builder.arg(x),
@@ -213,8 +213,16 @@ pub fn launch(
     for m in &maps {
         builder.arg(m);
     }
+    // A persistent grid: enough blocks to fill the GPU once, each looping
+    // over its share of the `grid.x` the kernel was launched with.
+    let mut blocks_x = grid.x;
+    if variant.persistent {
+        let planes = grid.y * grid.z;
+        blocks_x = grid.x.min(loaded.resident_blocks.div_ceil(planes).max(1));
+        builder.arg(&grid.x);
+    }
     let cfg = LaunchConfig {
-        grid_dim: (grid.x, grid.y, grid.z),
+        grid_dim: (blocks_x, grid.y, grid.z),
         block_dim: (variant.threads, 1, 1),
         shared_mem_bytes: variant.dynamic_shared_bytes as u32,
     };

@@ -65,6 +65,10 @@ pub struct VariantSpec {
     /// Tensor maps (TMA copies) the launcher encodes and passes after the
     /// regular parameters, in order.
     pub tensor_maps: &'static [TensorMapSpec],
+    /// Warp-specialized on a persistent grid: the launcher starts at most
+    /// as many blocks along x as fit on the GPU at once and passes the
+    /// requested count last; each block loops over its share.
+    pub persistent: bool,
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
 }

@@ -16,6 +16,7 @@ use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{HashMap, HashSet};
 
 mod pipeline;
+mod specialize;
 mod tensor_core;
 mod tma;
 mod wgmma;
@@ -47,6 +48,10 @@ pub struct Lowered {
     pub threads: u32,
     /// Tensor maps to pass after the regular parameters (TMA copies).
     pub tensor_maps: Vec<TensorMap>,
+    /// A persistent grid (see [`specialize`]): the launcher starts only
+    /// the blocks that fit on the GPU at once and passes the block count
+    /// it was asked for as the last parameter.
+    pub persistent: bool,
 }
 
 /// Lowers one specialization. `vectorized` assumes what the runtime checks
@@ -124,6 +129,7 @@ fn lower_with(
         wgmma_in_flight: 0,
         tensor_maps: Vec::new(),
         tma_params: Vec::new(),
+        roles: None,
         func,
         entry: entry_name.to_string(),
         layouts,
@@ -148,10 +154,17 @@ fn lower_with(
     };
     l.find_consts(&func.body);
     l.find_operands(&func.body);
-    let threads = func.num_warps * 32;
     let mut params = l.params(entry_name);
-    l.ops(&func.body)?;
+    let persistent = path == MmaPath::Wgmma && l.specialize(&func.body)?;
+    if !persistent {
+        l.ops(&func.body)?;
+    }
     params.append(&mut l.tma_params);
+    let mut threads = func.num_warps * 32;
+    if let Some(roles) = &l.roles {
+        threads += specialize::PRODUCER_THREADS;
+        params.push(roles.grid_param.clone());
+    }
     if l.shared_bytes > MAX_SHARED_BYTES && scratch_offset.is_none() {
         // Past the static limit, the scratch area moves to dynamic shared
         // memory after the pipeline stages: lower again with it there.
@@ -196,6 +209,7 @@ fn lower_with(
             dynamic_shared_bytes: dynamic_bytes,
             threads,
             tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
+            persistent,
         },
         WgmmaReport {
             no_wgmma: l.no_wgmma,
@@ -231,6 +245,8 @@ struct Lower<'a> {
     tensor_maps: Vec<(TensorMap, String)>,
     /// Their kernel parameters, declared after the regular ones.
     tma_params: Vec<EntryParam>,
+    /// Set when the kernel is warp-specialized and persistent.
+    roles: Option<specialize::Roles>,
     entry: String,
     layouts: &'a Layouts,
     vectorized: bool,
@@ -322,6 +338,15 @@ impl<'a> Lower<'a> {
 
     fn dtype(&self, v: ValueId) -> DType {
         self.func.values[v].dtype
+    }
+
+    /// A barrier among the threads that compute: the whole block, or with
+    /// warp specialization the consumer warps alone (named barrier 1).
+    fn barrier(&mut self) {
+        match &self.roles {
+            None => self.emit("bar.sync 0;"),
+            Some(r) => self.emit(format!("bar.sync 1, {};", r.consumers)),
+        }
     }
 
     fn label(&mut self, what: &str) -> String {
@@ -782,6 +807,8 @@ impl<'a> Lower<'a> {
                 self.prologue.push(format!("ld.param.{ty} {reg}, [{name}];"));
                 vec![reg]
             }
+            OpKind::BlockId(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").block.clone()],
+            OpKind::NumBlocks(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").grid.clone()],
             OpKind::BlockId(a) => vec![self.special(&format!("%ctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],
@@ -1242,7 +1269,7 @@ impl<'a> Lower<'a> {
         self.shared_bytes = self.shared_bytes.max(n * bytes);
         let wbase = self.smem_base(la, bytes);
         let owner = self.owner_pred(la.replicated_mask());
-        self.emit("bar.sync 0;");
+        self.barrier();
         for (r, v) in src.iter().enumerate() {
             let v = if dtype == DType::Bool {
                 self.cast(DType::Bool, DType::U32, v)
@@ -1253,7 +1280,7 @@ impl<'a> Lower<'a> {
             let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
             self.emit(format!("{guard}st.shared.{ty} {}, {v};", addr(&wbase, imm)));
         }
-        self.emit("bar.sync 0;");
+        self.barrier();
         let rbase = self.smem_base(lb, bytes);
         (0..lb.num_regs())
             .map(|q| {
@@ -1413,7 +1440,7 @@ impl<'a> Lower<'a> {
             let owner = self.owner_pred(wmask);
             let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
             let vty = if acc_dtype == DType::F32 { "f32" } else { "b32" };
-            self.emit("bar.sync 0;");
+            self.barrier();
             for q in 0..vals.len() {
                 let imm = flat(&lr.reg_coord(q), &lr.shape) * 4;
                 self.emit(format!("{guard}st.shared.{vty} {}, {};", addr(&wbase, imm), vals[q]));
@@ -1425,7 +1452,7 @@ impl<'a> Lower<'a> {
                     ));
                 }
             }
-            self.emit("bar.sync 0;");
+            self.barrier();
             for q in 0..vals.len() {
                 let at = flat(&lr.reg_coord(q), &lr.shape) * 4;
                 let mut acc: Option<(String, String)> = None;
@@ -1497,10 +1524,10 @@ impl<'a> Lower<'a> {
             }
         }
         let i = self.copy(RegClass::B32, &self.scalar(lo));
-        let plan = if self.vectorized {
-            self.pipeline_plan(var, body)
-        } else {
-            None
+        let plan = match &self.roles {
+            Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
+            _ if self.vectorized => self.pipeline_plan(var, body),
+            _ => None,
         };
         if let Some(plan) = &plan {
             self.pipeline_prologue(plan, &i, &self.scalar(hi));

@@ -27,6 +27,7 @@ const HALF_SM_BYTES: usize = 110 * 1024;
 const TILE_ALIGN: usize = 1024;
 
 /// One tile the pipeline copies each iteration.
+#[derive(Clone)]
 pub(super) struct Staged {
     /// The `Load` it replaces and the conversion into a fragment layout it feeds.
     pub(super) load: ValueId,
@@ -57,6 +58,7 @@ impl Staged {
     }
 }
 
+#[derive(Clone)]
 pub(super) struct Plan {
     /// The loop variable, which the copies' tile indices replace.
     pub(super) var: ValueId,
@@ -64,7 +66,7 @@ pub(super) struct Plan {
     pub(super) stages: usize,
     /// Copies by TMA (one thread, counted on per-stage mbarriers) instead
     /// of `cp.async` by every thread.
-    tma: bool,
+    pub(super) tma: bool,
     /// The mbarriers' offset in dynamic shared memory (TMA).
     pub(super) barriers: usize,
     /// The parity of the read stage's current mbarrier phase (TMA).
@@ -79,7 +81,7 @@ pub(super) struct Plan {
     /// Offset of the stages in dynamic shared memory.
     buffer: usize,
     pub(super) read_stage: String,
-    write_stage: String,
+    pub(super) write_stage: String,
 }
 
 impl Plan {
@@ -293,12 +295,17 @@ impl Lower<'_> {
     }
 
     /// Before the loop (`lo..hi`): stage indices, and the first `ahead` iterations' copies.
+    /// With warp specialization the producer fills the stages, and they
+    /// run on from one block's loop into the next: nothing to do.
     pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str, hi: &str) {
+        if self.roles.is_some() {
+            return;
+        }
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
         if plan.tma {
             self.emit(format!("mov.b32 {}, 0;", plan.phase));
-            self.tma_init(plan);
+            self.tma_init(plan, None);
         }
         for s in 0..plan.ahead {
             let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
@@ -316,7 +323,10 @@ impl Lower<'_> {
     /// `k + ahead`, and point the staged conversions at the read stage.
     pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str, hi: &str) {
         let j = self.reg(RegClass::B32);
-        if plan.tma {
+        if self.roles.is_some() {
+            // The producer fills the stages: wait for this one's copies.
+            self.tma_wait(plan);
+        } else if plan.tma {
             // Every thread is past the previous iteration, so the stage
             // written next is no longer read (its `wgmma`s are done).
             self.emit("bar.sync 0;");
@@ -343,16 +353,29 @@ impl Lower<'_> {
     }
 
     /// At the end of an iteration: both stage indices move on, modulo
-    /// STAGES; the mbarrier phase flips when the read stage wraps.
+    /// STAGES; the mbarrier phase flips when the read stage wraps. With warp
+    /// specialization, the previous iteration's stage goes back to the
+    /// producer (its `wgmma`s are done) and only the read stage moves.
     pub(super) fn pipeline_advance(&mut self, plan: &Plan) {
-        for r in [&plan.read_stage, &plan.write_stage] {
-            let p = self.reg(RegClass::Pred);
-            self.emit(format!("add.s32 {r}, {r}, 1;"));
-            self.emit(format!("setp.eq.s32 {p}, {r}, {};", plan.stages));
-            self.emit(format!("selp.b32 {r}, 0, {r}, {p};"));
-            if plan.tma && *r == plan.read_stage {
-                self.emit(format!("@{p} xor.b32 {0}, {0}, 1;", plan.phase));
-            }
+        if let Some(previous) = self.roles.as_ref().map(|r| r.previous.clone()) {
+            self.release(plan, &previous);
+            self.emit(format!("mov.b32 {previous}, {};", plan.read_stage));
+            self.next_stage(plan, &plan.read_stage, Some(&plan.phase));
+            return;
+        }
+        self.next_stage(plan, &plan.read_stage, plan.tma.then_some(&plan.phase));
+        self.next_stage(plan, &plan.write_stage, None);
+    }
+
+    /// Moves the stage index in register `stage` on, modulo STAGES,
+    /// flipping the mbarrier phase parity `parity` when it wraps.
+    pub(super) fn next_stage(&mut self, plan: &Plan, stage: &str, parity: Option<&str>) {
+        let p = self.reg(RegClass::Pred);
+        self.emit(format!("add.s32 {stage}, {stage}, 1;"));
+        self.emit(format!("setp.eq.s32 {p}, {stage}, {};", plan.stages));
+        self.emit(format!("selp.b32 {stage}, 0, {stage}, {p};"));
+        if let Some(parity) = parity {
+            self.emit(format!("@{p} xor.b32 {parity}, {parity}, 1;"));
         }
     }
 
@@ -361,6 +384,12 @@ impl Lower<'_> {
     pub(super) fn pipeline_drain(&mut self) {
         if self.path == MmaPath::Wgmma {
             self.emit("wgmma.wait_group.sync.aligned 0;");
+        }
+        if self.roles.is_some() {
+            // The last stage read goes back to the producer in the next
+            // block's first iteration (released here, ptxas would serialize
+            // the `wgmma`s); the consumers need no barrier among themselves.
+            return;
         }
         self.emit("cp.async.wait_group 0;");
         self.emit("bar.sync 0;");

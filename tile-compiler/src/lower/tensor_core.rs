@@ -155,7 +155,7 @@ impl Lower<'_> {
         let src = self.regs_of(arg);
         let tc = self.coords(la);
         let owner = self.owner_pred(la.replicated_mask());
-        self.emit("bar.sync 0;");
+        self.barrier();
         for first in (0..la.num_regs()).step_by(vec) {
             let c = la.reg_coord(first);
             let row = self.plus(&tc[other], c[other]);
@@ -178,7 +178,7 @@ impl Lower<'_> {
             let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
             self.emit(format!("{guard}st.shared.v4.b32 [{a}], {{{}}};", words.join(", ")));
         }
-        self.emit("bar.sync 0;");
+        self.barrier();
 
         Some(if eb == 2 {
             self.read_fragments(&base, lb, contiguous, role)

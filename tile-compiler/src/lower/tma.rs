@@ -40,21 +40,30 @@ impl Lower<'_> {
         reg
     }
 
-    /// The shared address of stage `stage`'s mbarrier.
-    fn stage_barrier(&mut self, plan: &Plan, stage: &str) -> String {
-        self.dynamic_address(plan.barriers, Some((stage, 8)))
+    /// The shared address of stage `stage`'s mbarrier that counts its
+    /// copies ("full"), or with `empty` the one that counts the consumers
+    /// done reading it (warp specialization: they follow the full ones).
+    pub(super) fn stage_barrier(&mut self, plan: &Plan, stage: &str, empty: bool) -> String {
+        let offset = plan.barriers + if empty { 8 * plan.stages } else { 0 };
+        self.dynamic_address(offset, Some((stage, 8)))
     }
 
-    /// Before the loop: thread 0 sets up one mbarrier per stage, expecting
-    /// one arrival (its own, with the byte count) per fill.
-    pub(super) fn tma_init(&mut self, plan: &Plan) {
+    /// Thread 0 sets up one mbarrier per stage expecting one arrival (its
+    /// own, with the byte count) per fill, and with `empty_arrivals` a
+    /// second one per stage that many arrivals complete; then the block
+    /// synchronizes, so that no thread uses a barrier before it exists.
+    pub(super) fn tma_init(&mut self, plan: &Plan, empty_arrivals: Option<u32>) {
         let (skip, leader) = (self.label("tma_init"), self.reg(RegClass::Pred));
         self.emit(format!("setp.ne.u32 {leader}, {}, 0;", self.tid));
         self.emit(format!("@{leader} bra {skip};"));
         for s in 0..plan.stages {
             let stage = format!("{s}");
-            let bar = self.stage_barrier(plan, &stage);
+            let bar = self.stage_barrier(plan, &stage, false);
             self.emit(format!("mbarrier.init.shared::cta.b64 [{bar}], 1;"));
+            if let Some(n) = empty_arrivals {
+                let bar = self.stage_barrier(plan, &stage, true);
+                self.emit(format!("mbarrier.init.shared::cta.b64 [{bar}], {n};"));
+            }
         }
         self.emit("fence.mbarrier_init.release.cluster;");
         self.emit(format!("{skip}:"));
@@ -70,7 +79,14 @@ impl Lower<'_> {
         self.emit(format!("setp.ge.s32 {past}, {j}, {hi};"));
         self.emit(format!("or.pred {not_leader}, {not_leader}, {past};"));
         self.emit(format!("@{not_leader} bra {skip};"));
-        let bar = self.stage_barrier(plan, stage);
+        self.tma_fill(plan, j, stage);
+        self.emit(format!("{skip}:"));
+    }
+
+    /// Copies iteration `j`'s tiles into `stage` (the calling thread alone),
+    /// announcing their bytes to the stage's full mbarrier.
+    pub(super) fn tma_fill(&mut self, plan: &Plan, j: &str, stage: &str) {
+        let bar = self.stage_barrier(plan, stage, false);
         let state = self.reg(RegClass::B64);
         self.emit(format!(
             "mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {};",
@@ -119,19 +135,21 @@ impl Lower<'_> {
                 ));
             }
         }
-        self.emit(format!("{skip}:"));
     }
 
     /// Waits until the read stage's copies have landed: its mbarrier
     /// completes phase `plan.phase` (which flips each time the stages wrap).
     pub(super) fn tma_wait(&mut self, plan: &Plan) {
-        let read_stage = plan.read_stage.clone();
-        let bar = self.stage_barrier(plan, &read_stage);
-        let (wait, done) = (self.label("tma_wait"), self.reg(RegClass::Pred));
+        let bar = self.stage_barrier(plan, &plan.read_stage, false);
+        self.wait_parity(&bar, &plan.phase);
+    }
+
+    /// Spins until the mbarrier at `bar` completes the phase of parity `parity`.
+    pub(super) fn wait_parity(&mut self, bar: &str, parity: &str) {
+        let (wait, done) = (self.label("mbar_wait"), self.reg(RegClass::Pred));
         self.emit(format!("{wait}:"));
         self.emit(format!(
-            "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {};",
-            plan.phase
+            "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {parity};"
         ));
         self.emit(format!("@!{done} bra {wait};"));
     }
