@@ -580,7 +580,16 @@ impl Pass {
                 self.layouts.insert(r, l);
             }
             OpKind::Store { value, .. } => {
-                let l = self.natural(*value);
+                // Stores move 16-byte runs of a row: a tile held in shorter
+                // runs along its last dimension (an `mma` accumulator, a
+                // transpose) is stored from the blocked layout instead, the
+                // conversion going through shared memory.
+                let mut l = self.natural(*value);
+                let blocked = self.blocked(&l.shape);
+                let last = l.shape.len() - 1;
+                if l.contiguous_run(last) < blocked.contiguous_run(last) {
+                    l = blocked;
+                }
                 *value = self.materialize(*value, &l, out, span);
             }
             OpKind::Gather { index, .. } => {

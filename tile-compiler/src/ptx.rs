@@ -191,7 +191,7 @@ pub fn entry(
     writeln!(s, ".maxntid {threads}, 1, 1\n{{").expect("write");
     s.push_str(&regs.declarations());
     if shared_bytes > 0 {
-        writeln!(s, "\t.shared .align 16 .b8 smem[{shared_bytes}];").expect("write");
+        writeln!(s, "\t.shared .align 128 .b8 smem[{shared_bytes}];").expect("write");
     }
 
     s.push('\n');

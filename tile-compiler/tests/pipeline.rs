@@ -107,7 +107,7 @@ fn simplify_folds_constants_shares_equal_ops_and_drops_dead_code() {
 }
 
 #[test]
-fn a_transpose_relabels_the_layout_without_moving_data() {
+fn a_transposed_tile_is_stored_in_16_byte_runs_through_shared_memory() {
     let k = compile(
         "",
         "fn t(x: &Tensor<f32>, y: &mut Tensor<f32>) {
@@ -115,11 +115,12 @@ fn a_transpose_relabels_the_layout_without_moving_data() {
             y.store([0, i], x.load([i, 0], [32, 32]).transpose());
         }",
     );
-    // Transpose is a relabeling of the layout: no data moves, stores are
-    // scalar along the transposed rows, and no barrier is needed.
+    // The transpose relabels the layout (its runs go down columns); the
+    // store converts it to rows of 16-byte runs through shared memory.
     let p = ptx(&k, true);
-    assert!(!p.contains("bar.sync"));
-    assert!(p.contains("st.global.f32"));
+    assert!(p.contains("st.global.v4.f32") && !p.contains("st.global.f32"));
+    assert_eq!(p.matches("bar.sync").count(), 2);
+    assert!(p.contains("st.shared") && p.contains("ld.shared.v4.f32"));
 }
 
 #[test]
@@ -231,9 +232,14 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
         .collect();
     assert_eq!(maps, [(0, vec![64, 128], 128), (1, vec![64, 64], 128)]);
     assert_eq!(p.matches(".param .align 64 .b8").count(), 2);
-    // Stages: (128x64 + 64x256) bf16 = 48 KiB each, as many as 192 KiB
-    // holds, plus their full and empty mbarriers.
-    assert_eq!(w.dynamic_shared_bytes, 4 * 48 * 1024 + 4 * 16);
+    // Stages: (128x64 + 64x256) bf16 = 48 KiB each, their full and empty
+    // mbarriers, then the 64 KiB tile the accumulator is stored through:
+    // three stages leave room for it.
+    assert_eq!(
+        w.dynamic_shared_bytes,
+        (3 * 48 * 1024 + 3 * 16usize).next_multiple_of(128) + 128 * 256 * 2
+    );
+    assert_eq!(p.matches("st.global.v4.b32").count(), 16, "16-byte stores");
     // The portable variants are still there for every other GPU.
     assert!(ptx(&k, true).contains("mma.sync") && ptx(&k, false).contains("mma.sync"));
 }
@@ -250,8 +256,10 @@ fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
     // Consumers (two warpgroups) take registers from the producer's warpgroup.
     assert_eq!(w.threads, 3 * 128);
     assert!(p.contains("setmaxnreg.inc.sync.aligned.u32 232;") && p.contains("setmaxnreg.dec.sync.aligned.u32 40;"));
-    // One block-wide barrier (after the mbarriers are set up), none per K-step.
-    assert_eq!(p.matches("bar.sync").count(), 1);
+    // One block-wide barrier (after the mbarriers are set up), none per
+    // K-step; the epilogue's conversion synchronizes the consumers alone.
+    assert_eq!(p.matches("bar.sync 0;").count(), 1);
+    assert_eq!(p.matches("bar.sync 1, 256;").count(), 2);
     // Each consumer warp releases a stage; the producer waits for that.
     assert!(p.contains("mbarrier.init.shared::cta.b64") && p.contains("], 8;"));
     assert_eq!(p.matches("mbarrier.arrive.shared::cta.b64").count(), 1);

@@ -15,6 +15,7 @@ use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
 use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{HashMap, HashSet};
 
+mod convert;
 mod pipeline;
 mod specialize;
 mod tensor_core;
@@ -70,6 +71,7 @@ pub fn lower(
         path: MmaPath::Portable,
         num_stages,
         scratch_offset: None,
+        stage_budget: None,
     };
     lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
 }
@@ -87,18 +89,22 @@ pub fn lower_wgmma(
         path: MmaPath::Wgmma,
         num_stages,
         scratch_offset: None,
+        stage_budget: None,
     };
     let (lowered, l) = lower_with(func, layouts, true, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
 }
 
-/// How to lower: the `mma` instructions, the pipeline depth, and where the
-/// scratch area lives (`None`: static shared memory).
+/// How to lower: the `mma` instructions, the pipeline depth, where the
+/// scratch area lives (`None`: static shared memory), and the shared memory
+/// pipeline stages may take when the default would leave the scratch area
+/// too little (`None`: the default).
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
     num_stages: Option<u32>,
     scratch_offset: Option<usize>,
+    stage_budget: Option<usize>,
 }
 
 /// What the `wgmma` path found.
@@ -118,9 +124,11 @@ fn lower_with(
         path,
         num_stages,
         scratch_offset,
+        stage_budget,
     } = how;
     let mut l = Lower {
         scratch_offset,
+        stage_budget,
         num_stages,
         path,
         no_wgmma: None,
@@ -179,6 +187,16 @@ fn lower_with(
         None => (l.shared_bytes, l.dynamic_shared),
         Some(offset) => (0, offset + l.shared_bytes),
     };
+    if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES && stage_budget.is_none() && num_stages.is_none() {
+        // Fewer pipeline stages, leaving room for the scratch area (and the
+        // stages' mbarriers): lower again from the start.
+        let how = Lowering {
+            scratch_offset: None,
+            stage_budget: Some(MAX_BLOCK_SHARED_BYTES.saturating_sub(l.shared_bytes + 1024)),
+            ..how
+        };
+        return lower_with(func, layouts, vectorized, entry_name, how);
+    }
     if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES {
         bail!(
             func.body
@@ -265,6 +283,8 @@ struct Lower<'a> {
     /// Where the scratch area (`shared_bytes`) lives in dynamic shared
     /// memory, when it is too large for static; `None`: the static `smem`.
     scratch_offset: Option<usize>,
+    /// Shared memory the pipeline stages may take, when less than the default.
+    stage_budget: Option<usize>,
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
@@ -1257,6 +1277,9 @@ impl<'a> Lower<'a> {
             if let Some(regs) = self.stage_operand(arg, result, role) {
                 return regs;
             }
+        }
+        if let Some(regs) = self.convert_swizzled(arg, result) {
+            return regs;
         }
         let dtype = self.dtype(arg);
         let (class, ty, bytes) = match dtype {

@@ -186,7 +186,8 @@ impl Lower<'_> {
         let budget = match self.path {
             MmaPath::Portable => PIPELINE_BYTES,
             MmaPath::Wgmma => WGMMA_PIPELINE_BYTES,
-        };
+        }
+        .min(self.stage_budget.unwrap_or(usize::MAX));
         if staged.is_empty() || (offset * 2 > budget && self.num_stages.is_none()) {
             return None;
         }
@@ -198,7 +199,7 @@ impl Lower<'_> {
         let stages = match (self.num_stages, self.path) {
             (Some(n), _) => n as usize,
             (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
-            (None, MmaPath::Wgmma) if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES / offset).min(6),
+            (None, MmaPath::Wgmma) if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES.min(budget) / offset).clamp(2, 6),
             (None, MmaPath::Wgmma) => (budget / offset).clamp(2, 6),
         };
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
