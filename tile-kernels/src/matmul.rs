@@ -9,9 +9,11 @@ use tile::autotune::{size_class, tune};
 use tile::{Element, Stream, Tensor};
 
 /// The tile shapes (`BMxBNxBK`) the tuned entry points choose from.
-pub const TILES: [&str; 8] = [
+pub const TILES: [&str; 10] = [
     "128x256x64",
     "128x256x32",
+    "64x256x64",
+    "64x256x32",
     "128x128x64",
     "128x128x32",
     "64x128x64",
@@ -37,6 +39,8 @@ macro_rules! launch_with_tile {
         match $tile {
             "128x256x64" => $kernel::launch::<$T, 128, 256, 64>($stream, blocks($m, $n, 128, 256), $($arg),*),
             "128x256x32" => $kernel::launch::<$T, 128, 256, 32>($stream, blocks($m, $n, 128, 256), $($arg),*),
+            "64x256x64" => $kernel::launch::<$T, 64, 256, 64>($stream, blocks($m, $n, 64, 256), $($arg),*),
+            "64x256x32" => $kernel::launch::<$T, 64, 256, 32>($stream, blocks($m, $n, 64, 256), $($arg),*),
             "128x128x64" => $kernel::launch::<$T, 128, 128, 64>($stream, blocks($m, $n, 128, 128), $($arg),*),
             "128x128x32" => $kernel::launch::<$T, 128, 128, 32>($stream, blocks($m, $n, 128, 128), $($arg),*),
             "64x128x64" => $kernel::launch::<$T, 64, 128, 64>($stream, blocks($m, $n, 64, 128), $($arg),*),

@@ -193,13 +193,19 @@ impl Lower<'_> {
         }
         // `mma.sync` keeps four stages. `wgmma` up to six (two of them being
         // read: the running K-step's and the previous one's, still in
-        // flight), but no more than lets two blocks share an SM while three
-        // stages fit in half of it: ncu showed 128x128 tiles with six 32 KiB
-        // stages at one block per SM and the tensor pipe 37% busy.
+        // flight). One consumer warpgroup takes no more than lets two blocks
+        // share an SM while three stages fit in half of it, so that one
+        // block's epilogue overlaps the other's K-loop (ncu, before warp
+        // specialization: 128x128 tiles with six 32 KiB stages at one block
+        // per SM, tensor pipe 37% busy). Two consumer warpgroups and the
+        // producer's hold a whole SM's registers: they take the stages.
+        let one_warpgroup = self.func.num_warps == 4;
         let stages = match (self.num_stages, self.path) {
             (Some(n), _) => n as usize,
             (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
-            (None, MmaPath::Wgmma) if 3 * offset <= HALF_SM_BYTES => (HALF_SM_BYTES.min(budget) / offset).clamp(2, 6),
+            (None, MmaPath::Wgmma) if one_warpgroup && 3 * offset <= HALF_SM_BYTES => {
+                (HALF_SM_BYTES.min(budget) / offset).clamp(2, 6)
+            }
             (None, MmaPath::Wgmma) => (budget / offset).clamp(2, 6),
         };
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
