@@ -8,6 +8,8 @@
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
 //! shape and the best is reported (the specialization a tuner would pick).
+//! Then tf32 again as a linear layer, `y = x @ w^T` with `w: [N, K]` (the
+//! layout tf32 `wgmma` reads, and PyTorch's), against cuBLAS's NT product.
 //! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
 
 mod common;
@@ -31,12 +33,12 @@ fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>)
     best
 }
 
-/// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major terms.
+/// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major
+/// terms; with `b_rows_are_n`, `b` is `[N, K]` and c = a @ b^T.
 fn cublas<T: Element>(
     s: &Stream,
     blas: &CudaBlas,
-    a: &Tensor<T>,
-    b: &Tensor<T>,
+    (a, b, b_rows_are_n): (&Tensor<T>, &Tensor<T>, bool),
     c: &mut Tensor<T>,
     one: T,
     zero: T,
@@ -44,15 +46,24 @@ fn cublas<T: Element>(
 where
     CudaBlas: Gemm<T>,
 {
-    let (m, k, n) = (a.shape()[0] as i32, a.shape()[1] as i32, b.shape()[1] as i32);
+    let (m, k) = (a.shape()[0] as i32, a.shape()[1] as i32);
+    let (n, transa, lda) = if b_rows_are_n {
+        (b.shape()[0] as i32, sys::cublasOperation_t::CUBLAS_OP_T, k)
+    } else {
+        (
+            b.shape()[1] as i32,
+            sys::cublasOperation_t::CUBLAS_OP_N,
+            b.shape()[1] as i32,
+        )
+    };
     let cfg = GemmConfig {
-        transa: sys::cublasOperation_t::CUBLAS_OP_N,
+        transa,
         transb: sys::cublasOperation_t::CUBLAS_OP_N,
         m: n,
         n: m,
         k,
         alpha: one,
-        lda: n,
+        lda,
         ldb: k,
         beta: zero,
         ldc: n,
@@ -80,7 +91,7 @@ where
     s.device().use_arch_specific(false);
     let (ms_portable, tile_portable) = ours(s, &a, &b, &mut c);
     s.device().use_arch_specific(true);
-    let ms_blas = cublas(s, blas, &a, &b, &mut c, of(1.0), of(0.0));
+    let ms_blas = cublas(s, blas, (&a, &b, false), &mut c, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
         "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {:.3} (portable {:.3})",
@@ -120,4 +131,41 @@ fn main() {
     for shape in shapes {
         case::<f32>(&s, &blas, "tf32", shape, |x| x);
     }
+    for shape in shapes {
+        linear_case(&s, &blas, shape);
+    }
+}
+
+/// tf32 `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
+fn linear_case(s: &Stream, blas: &CudaBlas, (m, k, n): (usize, usize, usize)) {
+    let label = format!("tf32 linear {m}x{k}x{n}");
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with("--") && !label.contains(a.as_str()))
+    {
+        return;
+    }
+    let x = random(s, &[m, k], 3, -1.0, 1.0, |v| v);
+    let w = random(s, &[n, k], 4, -1.0, 1.0, |v| v);
+    let bias = random(s, &[n], 5, -1.0, 1.0, |v| v);
+    let mut y = s.zeros::<f32>(&[m, n]).unwrap();
+    let mut best = (f64::INFINITY, "");
+    for name in matmul::tiles::<f32>() {
+        let ms = median_ms(s, REPS, |_| {
+            matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
+        });
+        if ms < best.0 {
+            best = (ms, name);
+        }
+    }
+    let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, 1.0, 0.0);
+    let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
+    println!(
+        "{label:<30} tile {:>6.1} TFLOP/s ({:>7}, {})  cuBLAS {:>6.1}  ratio {:.3}",
+        tflops(best.0),
+        best.1,
+        s.device().target().name(),
+        tflops(ms_blas),
+        ms_blas / best.0,
+    );
 }

@@ -118,8 +118,9 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
             .push(format!("{} {}: ptxas failed:\n{stderr}", k.name, target.name()));
         return outcome;
     }
-    // ptxas says so when it must serialize `wgmma`s (a lowering bug).
-    if stderr.contains("serialized") {
+    // ptxas says so when it must serialize `wgmma`s or ignores
+    // `setmaxnreg` (lowering bugs).
+    if stderr.contains("serialized") || stderr.contains("ignored") {
         outcome
             .failures
             .push(format!("{} {}: ptxas about wgmma:\n{stderr}", k.name, target.name()));

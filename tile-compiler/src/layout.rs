@@ -635,8 +635,8 @@ impl Pass {
                 let tf32 = self.values[*a].dtype == crate::dtype::DType::F32;
                 let w = self.num_warps;
                 let wgmma = match self.path {
-                    MmaPath::Wgmma if !tf32 => Layout::wgmma_acc(m, n, w),
-                    _ => None,
+                    MmaPath::Wgmma => Layout::wgmma_acc(m, n, w),
+                    MmaPath::Portable => None,
                 };
                 // With `wgmma` the operands stay in shared memory: their
                 // fragment layouts only mark the conversions the pipeline serves.

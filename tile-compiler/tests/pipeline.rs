@@ -305,9 +305,33 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
         }",
     );
     assert!(k.variants.iter().all(|v| v.target.is_none()));
-    // f32 operands (tf32) stay on mma.sync too.
+    // tf32 `wgmma` reads both operands K-major: a row-major `b` ([K, N]) stays on mma.sync.
     let k = compile("BM = [64], BN = [64], BK = [32]", &MATMUL.replace("bf16", "f32"));
     assert!(k.variants.iter().all(|v| v.target.is_none()));
+}
+
+#[test]
+fn tf32_wgmma_serves_x_times_w_transposed() {
+    let k = compile(
+        "BM = [128], BN = [128], BK = [32]",
+        "fn linear<const BM: usize, const BN: usize, const BK: usize>(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let mut acc = zeros([BM, BN]);
+            for k in 0..cdiv(x.shape(1), BK) {
+                acc = mma(x.load([0, k], [BM, BK]), w.load([0, k], [BN, BK]).transpose(), acc);
+            }
+            y.store([0, 0], acc);
+        }",
+    );
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    // Four K-steps of 8, no transposition flags (tf32 takes none).
+    let p = &w.ptx;
+    assert_eq!(
+        p.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
+            .count(),
+        4
+    );
+    assert!(p.contains(", 1, 1;") && !p.contains(", 1, 1, 0"));
+    assert!(w.persistent && p.contains("setmaxnreg.inc"));
 }
 
 #[test]

@@ -329,7 +329,6 @@ impl Lower<'_> {
     /// At the top of iteration `k`: wait for its tiles, start the copies for
     /// `k + ahead`, and point the staged conversions at the read stage.
     pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str, hi: &str) {
-        let j = self.reg(RegClass::B32);
         if self.roles.is_some() {
             // The producer fills the stages: wait for this one's copies.
             self.tma_wait(plan);
@@ -337,6 +336,7 @@ impl Lower<'_> {
             // Every thread is past the previous iteration, so the stage
             // written next is no longer read (its `wgmma`s are done).
             self.emit("bar.sync 0;");
+            let j = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
             self.tma_issue(plan, &j, hi, &plan.write_stage.clone());
             self.tma_wait(plan);
@@ -347,6 +347,7 @@ impl Lower<'_> {
                 self.emit("fence.proxy.async.shared::cta;");
             }
             self.emit("bar.sync 0;");
+            let j = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
             self.issue_copies(plan, &j, &plan.write_stage.clone());
         }

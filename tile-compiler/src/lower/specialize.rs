@@ -4,9 +4,11 @@
 //! block splits into two roles. The consumer warps run the kernel; a
 //! producer warpgroup after them runs only what the loop's copies need (the
 //! scalars its bounds and tile indices come from), and one of its threads
-//! issues the TMA copies of every stage. The producer gives up most of its
-//! registers (`setmaxnreg`) to the consumers, who hold the accumulators. The consumers wait on each stage's "full" mbarrier and,
-//! once their `wgmma`s on it are done, arrive on its "empty" one, which the
+//! issues the TMA copies of every stage. When the block's threads could not
+//! all have 255 registers, the producer gives most of its own
+//! (`setmaxnreg`) to the consumers, who hold the accumulators. The
+//! consumers wait on each stage's "full" mbarrier and, once their
+//! `wgmma`s on it are done, arrive on its "empty" one, which the
 //! producer waits on before refilling it. Nothing else synchronizes the
 //! roles, so copies run as far ahead as the stages allow: no block-wide
 //! barrier per K-step.
@@ -33,12 +35,17 @@ pub const PRODUCER_THREADS: u32 = 128;
 /// the consumers can take more than an even share of the register file.
 const PRODUCER_REGISTERS: u32 = 40;
 
-/// Registers per consumer thread (`setmaxnreg.inc`): what the register
-/// file has left after the producer, at most 240 (CUTLASS's choice for
-/// two consumer warpgroups is 232; 255 is the hardware's limit).
-fn consumer_registers(consumers: u32) -> u32 {
+/// Registers per consumer thread (`setmaxnreg.inc`) when the block's
+/// threads could not all have the hardware's 255: what the register file
+/// has left after the producer, at most 240 (CUTLASS's choice for two
+/// consumer warpgroups is 232). `None` when every thread can have 255
+/// (ptxas then ignores `setmaxnreg`: no cap at entry).
+fn consumer_registers(consumers: u32) -> Option<u32> {
+    if (consumers + PRODUCER_THREADS) * 255 <= REGISTER_FILE {
+        return None;
+    }
     let left = (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGISTERS) / consumers;
-    (left / 8 * 8).min(240)
+    Some((left / 8 * 8).min(240))
 }
 
 /// 32-bit registers in an SM's register file.
@@ -155,10 +162,10 @@ impl Lower<'_> {
         self.emit(format!("@{role} bra {producer};"));
 
         // Consumers: the whole kernel, once per block of the launch.
-        self.emit(format!(
-            "setmaxnreg.inc.sync.aligned.u32 {};",
-            consumer_registers(consumers)
-        ));
+        let registers = consumer_registers(consumers);
+        if let Some(n) = registers {
+            self.emit(format!("setmaxnreg.inc.sync.aligned.u32 {n};"));
+        }
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, 0;", plan.phase));
         self.emit(format!("mov.b32 {}, -1;", self.roles.as_ref().expect("roles").previous));
@@ -167,7 +174,9 @@ impl Lower<'_> {
 
         // Producer: its first thread fills the stages, as far ahead as they allow.
         self.emit(format!("{producer}:"));
-        self.emit(format!("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};"));
+        if registers.is_some() {
+            self.emit(format!("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};"));
+        }
         let lane = self.reg(RegClass::Pred);
         self.emit(format!("setp.ne.u32 {lane}, {}, {consumers};", self.tid));
         self.emit(format!("@{lane} bra {exit};"));

@@ -15,8 +15,9 @@ use crate::ptx::{RegClass, arith_type};
 /// Why a kernel cannot use `wgmma`.
 pub(super) type Unsupported = &'static str;
 
-/// K of one `wgmma` step with 16-bit operands.
-const STEP_K: usize = 16;
+/// Bytes of K one `wgmma` step takes from each operand row: K = 16 for
+/// 16-bit operands, 8 for tf32.
+const STEP_K_BYTES: usize = 32;
 /// Rows of one `wgmma`: a warpgroup's slab.
 const SLAB_M: usize = 64;
 /// The widest `wgmma` N.
@@ -123,9 +124,10 @@ impl Lower<'_> {
             return Err("the accumulator is not a loop-carried tile that only this mma updates");
         }
         let dtype = self.dtype(a);
-        if !matches!(dtype, DType::F16 | DType::BF16) {
-            return Err("wgmma takes 16-bit operands here");
+        if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
+            return Err("wgmma takes 16-bit or f32 (tf32) operands");
         }
+        let step_k = STEP_K_BYTES / dtype.bytes();
         let (m, k, n) = (
             self.layout(a).shape[0],
             self.layout(a).shape[1],
@@ -133,10 +135,15 @@ impl Lower<'_> {
         );
         let num_warps = self.func.num_warps;
         let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
-        if k % STEP_K != 0 {
-            return Err("K is not a multiple of 16");
+        if k % step_k != 0 {
+            return Err("K is not a multiple of one wgmma step (16, or 8 for tf32)");
         }
         let (op_a, op_b) = (self.staged_operand(a, Operand::A)?, self.staged_operand(b, Operand::B)?);
+        // Only 16-bit operands may be read transposed.
+        let tf32 = dtype == DType::F32;
+        if tf32 && !(op_a.k_major && op_b.k_major) {
+            return Err("tf32 wgmma reads both operands K-major (x @ w^T with w: [N, K])");
+        }
         let n_step = tn.min(MAX_N);
         // Each warpgroup's origin in the tile, and every step's sub-block
         // offsets relative to it, which must not depend on the warpgroup.
@@ -150,16 +157,16 @@ impl Lower<'_> {
             .collect();
         // Each step: its K offset, accumulator origin (row, column) within
         // the warpgroup's tile, and the byte offsets of its operand blocks.
-        let steps: Vec<Step> = (0..k / STEP_K)
+        let steps: Vec<Step> = (0..k / step_k)
             .flat_map(|ks| (0..tm / SLAB_M).flat_map(move |mi| (0..tn / n_step).map(move |ni| (ks, mi, ni))))
             .map(|(ks, mi, ni)| {
                 let (row, col) = (mi * SLAB_M, ni * n_step);
                 Some(Step {
-                    k: ks * STEP_K,
+                    k: ks * step_k,
                     row,
                     col,
-                    a: op_a.offset(row, ks * STEP_K)?,
-                    b: op_b.offset(col, ks * STEP_K)?,
+                    a: op_a.offset(row, ks * step_k)?,
+                    b: op_b.offset(col, ks * step_k)?,
                 })
             })
             .collect::<Option<_>>()
@@ -198,8 +205,13 @@ impl Lower<'_> {
         let lc = self.layout(acc);
         let index = lc.reg_index();
         let out = self.regs_of(acc);
-        let ty = arith_type(dtype);
-        let (trans_a, trans_b) = (u8::from(!op_a.k_major), u8::from(!op_b.k_major));
+        // The operand types, and the transposition flags 16-bit operands take.
+        let (ty, trans) = if tf32 {
+            ("tf32", String::new())
+        } else {
+            let (trans_a, trans_b) = (u8::from(!op_a.k_major), u8::from(!op_b.k_major));
+            (arith_type(dtype), format!(", {trans_a}, {trans_b}"))
+        };
         self.emit("wgmma.fence.sync.aligned;");
         for s in &steps {
             let da = self.offset_descriptor(&desc_a, s.a);
@@ -210,7 +222,7 @@ impl Lower<'_> {
                 .map(|c| out[index[&c]].clone())
                 .collect();
             self.emit(format!(
-                "wgmma.mma_async.sync.aligned.m64n{n_step}k16.f32.{ty}.{ty} {{{}}}, {da}, {db}, {scale_d}, 1, 1, {trans_a}, {trans_b};",
+                "wgmma.mma_async.sync.aligned.m64n{n_step}k{step_k}.f32.{ty}.{ty} {{{}}}, {da}, {db}, {scale_d}, 1, 1{trans};",
                 regs.join(", ")
             ));
         }
