@@ -21,6 +21,13 @@ use tile_kernels::matmul;
 
 const REPS: usize = 10;
 
+/// Whether the command line's filters (arguments not starting with `--`) all match `label`.
+fn selected(label: &str) -> bool {
+    std::env::args()
+        .skip(1)
+        .all(|a| a.starts_with("--") || label.contains(a.as_str()))
+}
+
 /// Best of our tile shapes: milliseconds and the tile.
 fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
     let mut best = (f64::INFINITY, "");
@@ -78,10 +85,7 @@ where
     CudaBlas: Gemm<T>,
 {
     let label = format!("{dtype} {m}x{k}x{n}");
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with("--") && !label.contains(a.as_str()))
-    {
+    if !selected(&label) {
         return;
     }
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
@@ -139,10 +143,7 @@ fn main() {
 /// tf32 `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
 fn linear_case(s: &Stream, blas: &CudaBlas, (m, k, n): (usize, usize, usize)) {
     let label = format!("tf32 linear {m}x{k}x{n}");
-    if std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with("--") && !label.contains(a.as_str()))
-    {
+    if !selected(&label) {
         return;
     }
     let x = random(s, &[m, k], 3, -1.0, 1.0, |v| v);
