@@ -305,9 +305,25 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
         }",
     );
     assert!(k.variants.iter().all(|v| v.target.is_none()));
-    // tf32 `wgmma` reads both operands K-major: a row-major `b` ([K, N]) stays on mma.sync.
-    let k = compile("BM = [64], BN = [64], BK = [32]", &MATMUL.replace("bf16", "f32"));
-    assert!(k.variants.iter().all(|v| v.target.is_none()));
+}
+
+#[test]
+fn tf32_wgmma_reads_a_row_major_b_that_the_producer_transposes() {
+    // tf32 `wgmma` reads both operands K-major; a row-major `b` ([K, N]) is
+    // transposed in its stage by the producer's other warps.
+    let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    let p = &w.ptx;
+    assert!(w.persistent && w.threads == 384);
+    assert!(p.contains("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"));
+    // Three warps transpose: they read every block before any is overwritten,
+    // then hand the stage to wgmma's async proxy and arrive on its ready barrier.
+    assert!(p.contains("bar.sync 2, 96;") && p.contains("fence.proxy.async.shared::cta;"));
+    assert!(p.contains("ld.shared.v4.b32") && p.contains("st.shared.v4.b32"));
+    assert!(p.contains("], 96;"), "ready barriers count the 96 transposing threads");
+    // The transposers keep more registers than a copying producer, and the
+    // consumers ask for no more than it gives up.
+    assert!(p.contains("setmaxnreg.dec.sync.aligned.u32 96;") && p.contains("setmaxnreg.inc.sync.aligned.u32 200;"));
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod pipeline;
 mod specialize;
 mod tensor_core;
 mod tma;
+mod transpose;
 mod wgmma;
 
 pub use tma::TensorMap;
@@ -31,6 +32,16 @@ pub use crate::layout::MmaPath;
 enum Operand {
     A,
     B,
+}
+
+impl Operand {
+    /// The operand's K dimension: A is `[M, K]`, B is `[K, N]`.
+    fn k_dim(self) -> usize {
+        match self {
+            Operand::A => 1,
+            Operand::B => 0,
+        }
+    }
 }
 
 /// Static shared memory a kernel may declare.
@@ -1549,7 +1560,7 @@ impl<'a> Lower<'a> {
         let i = self.copy(RegClass::B32, &self.scalar(lo));
         let plan = match &self.roles {
             Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
-            _ if self.vectorized => self.pipeline_plan(var, body),
+            _ if self.vectorized => self.pipeline_plan(var, body, false),
             _ => None,
         };
         if let Some(plan) = &plan {

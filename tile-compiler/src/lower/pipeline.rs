@@ -7,6 +7,8 @@
 //! fragments with `ldmatrix` while those copies are in flight.
 
 use super::tensor_core::Swizzle;
+use super::tma::StageBarrier;
+use super::transpose;
 use super::{Lower, MmaPath, Operand};
 use crate::ir::*;
 use crate::layout::Layout;
@@ -41,6 +43,10 @@ pub(super) struct Staged {
     role: Operand,
     /// Offset of this tile within a stage.
     pub(super) offset: usize,
+    /// Whether the producer transposes the tile in place into K-major
+    /// rows before `wgmma` reads it: a tf32 operand loaded M- or N-major,
+    /// which tf32 `wgmma` cannot read (warp specialization, [`super::transpose`]).
+    pub(super) transposed: bool,
     /// Bytes per element, and of the whole tile.
     pub(super) eb: usize,
     bytes: usize,
@@ -89,6 +95,11 @@ impl Plan {
         &self.staged
     }
 
+    /// Whether a staged tile has a transposed copy for `wgmma` to read.
+    pub(super) fn transposes(&self) -> bool {
+        self.staged.iter().any(|s| s.transposed)
+    }
+
     /// Bytes the staged tiles of one iteration hold.
     pub(super) fn staged_bytes(&self) -> usize {
         self.staged.iter().map(|s| s.bytes).sum()
@@ -122,8 +133,10 @@ impl Lower<'_> {
     /// The tiles of loop `body` (loop variable `var`) that can be pipelined:
     /// 16-bit loads padded with zero, indexed by the loop variable and values
     /// from outside the loop, used only (through a transpose) by a
-    /// conversion into an `mma` fragment layout.
-    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op]) -> Option<Plan> {
+    /// conversion into an `mma` fragment layout. With `transposing` (a
+    /// warp-specialized producer), tf32 tiles that `wgmma` cannot read as
+    /// loaded are transposed in their stage.
+    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool) -> Option<Plan> {
         let mut inside = HashSet::new();
         defined(body, &mut inside);
         let def = |v: ValueId| body.iter().find(|op| op.results.first() == Some(&v));
@@ -169,6 +182,8 @@ impl Lower<'_> {
                 continue;
             };
             let bytes = self.layout(load).shape.iter().product::<usize>() * eb;
+            let transposed =
+                transposing && contiguous != role.k_dim() && transpose::transposable(&self.layout(load).shape, eb);
             staged.push(Staged {
                 load,
                 chain,
@@ -178,6 +193,7 @@ impl Lower<'_> {
                 contiguous,
                 role,
                 offset,
+                transposed,
                 eb,
                 bytes,
             });
@@ -312,7 +328,7 @@ impl Lower<'_> {
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
         if plan.tma {
             self.emit(format!("mov.b32 {}, 0;", plan.phase));
-            self.tma_init(plan, None);
+            self.tma_init(plan, &[]);
         }
         for s in 0..plan.ahead {
             let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
@@ -330,8 +346,13 @@ impl Lower<'_> {
     /// `k + ahead`, and point the staged conversions at the read stage.
     pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str, hi: &str) {
         if self.roles.is_some() {
-            // The producer fills the stages: wait for this one's copies.
-            self.tma_wait(plan);
+            // The producer fills the stages: wait for this one's tiles.
+            let kind = if plan.transposes() {
+                StageBarrier::Ready
+            } else {
+                StageBarrier::Full
+            };
+            self.tma_wait(plan, kind);
         } else if plan.tma {
             // Every thread is past the previous iteration, so the stage
             // written next is no longer read (its `wgmma`s are done).
@@ -339,7 +360,7 @@ impl Lower<'_> {
             let j = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
             self.tma_issue(plan, &j, hi, &plan.write_stage.clone());
-            self.tma_wait(plan);
+            self.tma_wait(plan, StageBarrier::Full);
         } else {
             self.emit(format!("cp.async.wait_group {};", plan.ahead - 1));
             if self.path == MmaPath::Wgmma {
@@ -356,7 +377,8 @@ impl Lower<'_> {
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
             self.skip.extend(s.chain.iter().copied());
-            self.staged_reads.insert(s.convert, (tile, s.contiguous, s.role));
+            let contiguous = if s.transposed { s.role.k_dim() } else { s.contiguous };
+            self.staged_reads.insert(s.convert, (tile, contiguous, s.role));
         }
     }
 

@@ -11,7 +11,10 @@
 //! `wgmma`s on it are done, arrive on its "empty" one, which the
 //! producer waits on before refilling it. Nothing else synchronizes the
 //! roles, so copies run as far ahead as the stages allow: no block-wide
-//! barrier per K-step.
+//! barrier per K-step. When a tf32 tile must be transposed before `wgmma`
+//! can read it, the producer's other warps do that in each stage and the
+//! consumers wait on the stage's "ready" mbarrier instead
+//! ([`super::transpose`]).
 //!
 //! The grid is persistent: the launcher starts only as many blocks as fit
 //! on the GPU at once and passes the block count it was asked for; each
@@ -22,6 +25,8 @@
 
 use super::Lower;
 use super::pipeline::Plan;
+use super::tma::StageBarrier;
+use super::transpose::TRANSPOSER_THREADS;
 use crate::error::Result;
 use crate::ir::*;
 use crate::ptx::{EntryParam, RegClass};
@@ -32,20 +37,30 @@ use std::collections::HashSet;
 pub const PRODUCER_THREADS: u32 = 128;
 
 /// Registers per thread the producer keeps (`setmaxnreg.dec`), so that
-/// the consumers can take more than an even share of the register file.
-const PRODUCER_REGISTERS: u32 = 40;
+/// the consumers can take more than an even share of the register file:
+/// few when it only issues copies, more when its warps also transpose
+/// tiles (each holds a 4 x 4 block and its blocks' addresses).
+fn producer_registers(transposes: bool) -> u32 {
+    if transposes { 96 } else { 40 }
+}
 
 /// Registers per consumer thread (`setmaxnreg.inc`) when the block's
-/// threads could not all have the hardware's 255: what the register file
-/// has left after the producer, at most 240 (CUTLASS's choice for two
-/// consumer warpgroups is 232). `None` when every thread can have 255
-/// (ptxas then ignores `setmaxnreg`: no cap at entry).
-fn consumer_registers(consumers: u32) -> Option<u32> {
-    if (consumers + PRODUCER_THREADS) * 255 <= REGISTER_FILE {
+/// threads could not all have the hardware's 255: the even share each
+/// thread starts with (ptxas gives the kernel that many when it meets
+/// `setmaxnreg`), plus the consumers' part of what the producer gives up,
+/// at most 240 (CUTLASS's choice for two consumer warpgroups is 232).
+/// `setmaxnreg.inc` waits until the block's pool holds the registers it
+/// asks for, so asking for more than the producer released would hang.
+/// `None` when every thread can have 255 (ptxas then ignores
+/// `setmaxnreg`: no cap at entry).
+fn consumer_registers(consumers: u32, producer: u32) -> Option<u32> {
+    let threads = consumers + PRODUCER_THREADS;
+    if threads * 255 <= REGISTER_FILE {
         return None;
     }
-    let left = (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGISTERS) / consumers;
-    Some((left / 8 * 8).min(240))
+    let start = REGISTER_FILE / threads / 8 * 8;
+    let more = (start - producer) * PRODUCER_THREADS / consumers;
+    Some(((start + more) / 8 * 8).min(240))
 }
 
 /// 32-bit registers in an SM's register file.
@@ -108,7 +123,7 @@ impl Lower<'_> {
             unreachable!("found as a loop")
         };
         let allocated = self.dynamic_shared;
-        let plan = match self.pipeline_plan(*var, loop_body) {
+        let plan = match self.pipeline_plan(*var, loop_body, true) {
             Some(plan) if plan.tma => plan,
             _ => {
                 self.dynamic_shared = allocated;
@@ -126,8 +141,12 @@ impl Lower<'_> {
             self.dynamic_shared = allocated;
             return Ok(false);
         };
-        // The empty mbarriers follow the full ones.
-        self.dynamic_shared += 8 * plan.stages;
+        // The empty mbarriers follow the full ones, and the ready ones those.
+        let mut barriers = vec![(StageBarrier::Empty, self.func.num_warps)];
+        if plan.transposes() {
+            barriers.push((StageBarrier::Ready, TRANSPOSER_THREADS));
+        }
+        self.dynamic_shared += 8 * plan.stages * barriers.len();
 
         let consumers = self.func.num_warps * 32;
         let grid_param = EntryParam {
@@ -154,15 +173,16 @@ impl Lower<'_> {
         };
         let block = roles.block.clone();
         self.roles = Some(roles);
-        // Each consumer warp releases a stage once.
-        self.tma_init(&plan, Some(self.func.num_warps));
+        // Each consumer warp releases a stage once; each transposing thread readies it once.
+        self.tma_init(&plan, &barriers);
         let (producer, exit) = (self.label("producer"), self.label("exit"));
         let role = self.reg(RegClass::Pred);
         self.emit(format!("setp.ge.u32 {role}, {}, {consumers};", self.tid));
         self.emit(format!("@{role} bra {producer};"));
 
         // Consumers: the whole kernel, once per block of the launch.
-        let registers = consumer_registers(consumers);
+        let producer_registers = producer_registers(plan.transposes());
+        let registers = consumer_registers(consumers, producer_registers);
         if let Some(n) = registers {
             self.emit(format!("setmaxnreg.inc.sync.aligned.u32 {n};"));
         }
@@ -172,10 +192,17 @@ impl Lower<'_> {
         self.each_block(&block, |l| l.ops(body))?;
         self.emit(format!("bra {exit};"));
 
-        // Producer: its first thread fills the stages, as far ahead as they allow.
+        // Producer: its first thread fills the stages, as far ahead as they
+        // allow; the other warps transpose the tiles that need it.
         self.emit(format!("{producer}:"));
         if registers.is_some() {
-            self.emit(format!("setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS};"));
+            self.emit(format!("setmaxnreg.dec.sync.aligned.u32 {producer_registers};"));
+        }
+        let transposer = self.label("transposer");
+        if plan.transposes() {
+            let p = self.reg(RegClass::Pred);
+            self.emit(format!("setp.ge.u32 {p}, {}, {};", self.tid, consumers + 32));
+            self.emit(format!("@{p} bra {transposer};"));
         }
         let lane = self.reg(RegClass::Pred);
         self.emit(format!("setp.ne.u32 {lane}, {}, {consumers};", self.tid));
@@ -185,13 +212,17 @@ impl Lower<'_> {
         let empty_parity = self.reg(RegClass::B32);
         self.emit(format!("mov.b32 {}, 0;", plan.write_stage));
         self.emit(format!("mov.b32 {empty_parity}, 1;"));
-        self.each_block(&block, |l| {
-            for op in &slice {
-                l.op(op)?;
-            }
-            l.produce(&plan, *lo, *hi, &empty_parity);
-            Ok(())
-        })?;
+        self.producer_blocks(&block, &slice, |l| l.produce(&plan, *lo, *hi, &empty_parity))?;
+        if plan.transposes() {
+            self.emit(format!("bra {exit};"));
+            self.emit(format!("{transposer}:"));
+            let thread = self.reg(RegClass::B32);
+            self.emit(format!("sub.s32 {thread}, {}, {};", self.tid, consumers + 32));
+            let blocks = self.transpose_blocks(&plan, &thread);
+            self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
+            self.emit(format!("mov.b32 {}, 0;", plan.phase));
+            self.producer_blocks(&block, &slice, |l| l.transpose_stages(&plan, *lo, *hi, &blocks))?;
+        }
         self.emit(format!("{exit}:"));
         Ok(true)
     }
@@ -214,6 +245,18 @@ impl Lower<'_> {
         }
         slice.reverse();
         Some(slice)
+    }
+
+    /// A producer role's work: for every block this one takes, the scalar
+    /// ops `slice` (the loop's bounds and tile indices), then `work`.
+    fn producer_blocks(&mut self, block: &str, slice: &[&Op], work: impl FnOnce(&mut Self)) -> Result<()> {
+        self.each_block(block, |l| {
+            for op in slice {
+                l.op(op)?;
+            }
+            work(l);
+            Ok(())
+        })
     }
 
     /// Runs `body` for every block of the launch this block takes: from
@@ -242,7 +285,7 @@ impl Lower<'_> {
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.s32 {done}, {j}, {hi};"));
         self.emit(format!("@{done} bra {end};"));
-        let empty = self.stage_barrier(plan, &plan.write_stage, true);
+        let empty = self.stage_barrier(plan, &plan.write_stage, StageBarrier::Empty);
         self.wait_parity(&empty, empty_parity);
         self.tma_fill(plan, &j, &plan.write_stage);
         self.next_stage(plan, &plan.write_stage, Some(empty_parity));
@@ -258,8 +301,29 @@ impl Lower<'_> {
         let p = self.reg(RegClass::Pred);
         self.emit(format!("setp.ge.s32 {p}, {stage}, 0;"));
         self.emit(format!("and.pred {p}, {p}, {lane0};"));
-        let bar = self.stage_barrier(plan, stage, true);
+        let bar = self.stage_barrier(plan, stage, StageBarrier::Empty);
         let state = self.reg(RegClass::B64);
         self.emit(format!("@{p} mbarrier.arrive.shared::cta.b64 {state}, [{bar}];"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumers_take_no_more_registers_than_the_producer_gives_up() {
+        for consumers in [256, 384] {
+            for transposes in [false, true] {
+                let producer = producer_registers(transposes);
+                let n = consumer_registers(consumers, producer).expect("past 255 per thread");
+                let start = REGISTER_FILE / (consumers + PRODUCER_THREADS) / 8 * 8;
+                assert!((n - start) * consumers <= (start - producer) * PRODUCER_THREADS);
+                assert!(n * consumers + producer * PRODUCER_THREADS <= REGISTER_FILE);
+            }
+        }
+        // Two consumer warpgroups and a producer that only copies: CUTLASS's 232.
+        assert_eq!(consumer_registers(256, producer_registers(false)), Some(232));
+        assert_eq!(consumer_registers(128, producer_registers(false)), None);
     }
 }

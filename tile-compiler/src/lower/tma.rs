@@ -10,6 +10,19 @@ use super::Lower;
 use super::pipeline::Plan;
 use crate::ptx::{EntryParam, RegClass, TENSOR_MAP};
 
+/// The mbarriers of a pipeline stage, in the order their arrays follow one
+/// another in shared memory.
+#[derive(Clone, Copy)]
+pub(super) enum StageBarrier {
+    /// Counts the bytes of the stage's TMA copies.
+    Full,
+    /// Warp specialization: counts the consumer warps done reading the stage.
+    Empty,
+    /// Warp specialization with transposed tiles: counts the producer
+    /// threads done writing them (see [`super::transpose`]).
+    Ready,
+}
+
 /// A tensor map the runtime encodes at launch, passed as a kernel parameter
 /// after the regular ones.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,29 +53,28 @@ impl Lower<'_> {
         reg
     }
 
-    /// The shared address of stage `stage`'s mbarrier that counts its
-    /// copies ("full"), or with `empty` the one that counts the consumers
-    /// done reading it (warp specialization: they follow the full ones).
-    pub(super) fn stage_barrier(&mut self, plan: &Plan, stage: &str, empty: bool) -> String {
-        let offset = plan.barriers + if empty { 8 * plan.stages } else { 0 };
+    /// The shared address of stage `stage`'s mbarrier of kind `kind`: one
+    /// array of `plan.stages` per kind, in [`StageBarrier`]'s order.
+    pub(super) fn stage_barrier(&mut self, plan: &Plan, stage: &str, kind: StageBarrier) -> String {
+        let offset = plan.barriers + 8 * plan.stages * kind as usize;
         self.dynamic_address(offset, Some((stage, 8)))
     }
 
-    /// Thread 0 sets up one mbarrier per stage expecting one arrival (its
-    /// own, with the byte count) per fill, and with `empty_arrivals` a
-    /// second one per stage that many arrivals complete; then the block
-    /// synchronizes, so that no thread uses a barrier before it exists.
-    pub(super) fn tma_init(&mut self, plan: &Plan, empty_arrivals: Option<u32>) {
+    /// Thread 0 sets up each stage's mbarriers: the full one expects one
+    /// arrival (its own, with the byte count) per fill, and each other kind
+    /// in `others` the given number; then the block synchronizes, so that
+    /// no thread uses a barrier before it exists.
+    pub(super) fn tma_init(&mut self, plan: &Plan, others: &[(StageBarrier, u32)]) {
         let (skip, leader) = (self.label("tma_init"), self.reg(RegClass::Pred));
         self.emit(format!("setp.ne.u32 {leader}, {}, 0;", self.tid));
         self.emit(format!("@{leader} bra {skip};"));
         for s in 0..plan.stages {
             let stage = format!("{s}");
-            let bar = self.stage_barrier(plan, &stage, false);
+            let bar = self.stage_barrier(plan, &stage, StageBarrier::Full);
             self.emit(format!("mbarrier.init.shared::cta.b64 [{bar}], 1;"));
-            if let Some(n) = empty_arrivals {
-                let bar = self.stage_barrier(plan, &stage, true);
-                self.emit(format!("mbarrier.init.shared::cta.b64 [{bar}], {n};"));
+            for &(kind, arrivals) in others {
+                let bar = self.stage_barrier(plan, &stage, kind);
+                self.emit(format!("mbarrier.init.shared::cta.b64 [{bar}], {arrivals};"));
             }
         }
         self.emit("fence.mbarrier_init.release.cluster;");
@@ -86,7 +98,7 @@ impl Lower<'_> {
     /// Copies iteration `j`'s tiles into `stage` (the calling thread alone),
     /// announcing their bytes to the stage's full mbarrier.
     pub(super) fn tma_fill(&mut self, plan: &Plan, j: &str, stage: &str) {
-        let bar = self.stage_barrier(plan, stage, false);
+        let bar = self.stage_barrier(plan, stage, StageBarrier::Full);
         let state = self.reg(RegClass::B64);
         self.emit(format!(
             "mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {};",
@@ -137,10 +149,11 @@ impl Lower<'_> {
         }
     }
 
-    /// Waits until the read stage's copies have landed: its mbarrier
-    /// completes phase `plan.phase` (which flips each time the stages wrap).
-    pub(super) fn tma_wait(&mut self, plan: &Plan) {
-        let bar = self.stage_barrier(plan, &plan.read_stage, false);
+    /// Waits until the read stage's mbarrier of kind `kind` completes phase
+    /// `plan.phase` (which flips each time the stages wrap): its copies
+    /// have landed (full), or its transposed tiles are written (ready).
+    pub(super) fn tma_wait(&mut self, plan: &Plan, kind: StageBarrier) {
+        let bar = self.stage_barrier(plan, &plan.read_stage, kind);
         self.wait_parity(&bar, &plan.phase);
     }
 

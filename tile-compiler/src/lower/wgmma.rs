@@ -103,17 +103,13 @@ impl Lower<'_> {
             .ok_or("an mma operand is not a tile that a pipelined loop loads")?;
         let shape = &self.layout(v).shape;
         let elem_bytes = self.dtype(v).bytes();
-        let k_dim = match role {
-            Operand::A => 1,
-            Operand::B => 0,
-        };
         Ok(StagedOperand {
             base,
             swizzle: Swizzle {
                 rows: shape[1 - contiguous],
                 row_bytes: shape[contiguous] * elem_bytes,
             },
-            k_major: contiguous == k_dim,
+            k_major: contiguous == role.k_dim(),
             elem_bytes,
         })
     }
