@@ -8,8 +8,10 @@
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
 //! shape and the best is reported (the specialization a tuner would pick).
-//! Then tf32 again as a linear layer, `y = x @ w^T` with `w: [N, K]` (the
-//! layout tf32 `wgmma` reads, and PyTorch's), against cuBLAS's NT product.
+//! Then as a linear layer, `y = x @ w^T + b` with `w: [N, K]` (PyTorch's
+//! layout), against cuBLAS's NT product: tf32 on every shape, bf16 and f16
+//! on the LM head, which GPT-2 computes that way (its 50257-column output
+//! rows are not 16-byte aligned, but `x` and `w`'s are).
 //! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
 
 mod common;
@@ -136,22 +138,30 @@ fn main() {
         case::<f32>(&s, &blas, "tf32", shape, |x| x);
     }
     for shape in shapes {
-        linear_case(&s, &blas, shape);
+        linear_case::<f32>(&s, &blas, "tf32", shape, |x| x);
     }
+    // GPT-2's LM head is a linear layer, logits = x @ wte^T (wte: [50257, 768]).
+    unsafe { sys::cublasSetMathMode(*blas.handle(), sys::cublasMath_t::CUBLAS_DEFAULT_MATH) };
+    let lm_head = (8192, 768, 50257);
+    linear_case::<bf16>(&s, &blas, "bf16", lm_head, bf16::from_f32);
+    linear_case::<f16>(&s, &blas, "f16", lm_head, f16::from_f32);
 }
 
-/// tf32 `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
-fn linear_case(s: &Stream, blas: &CudaBlas, (m, k, n): (usize, usize, usize)) {
-    let label = format!("tf32 linear {m}x{k}x{n}");
+/// `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
+fn linear_case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize, usize, usize), of: fn(f32) -> T)
+where
+    CudaBlas: Gemm<T>,
+{
+    let label = format!("{dtype} linear {m}x{k}x{n}");
     if !selected(&label) {
         return;
     }
-    let x = random(s, &[m, k], 3, -1.0, 1.0, |v| v);
-    let w = random(s, &[n, k], 4, -1.0, 1.0, |v| v);
-    let bias = random(s, &[n], 5, -1.0, 1.0, |v| v);
-    let mut y = s.zeros::<f32>(&[m, n]).unwrap();
+    let x = random(s, &[m, k], 3, -1.0, 1.0, of);
+    let w = random(s, &[n, k], 4, -1.0, 1.0, of);
+    let bias = random(s, &[n], 5, -1.0, 1.0, of);
+    let mut y = s.zeros::<T>(&[m, n]).unwrap();
     let mut best = (f64::INFINITY, "");
-    for name in matmul::tiles::<f32>() {
+    for name in matmul::tiles::<T>() {
         let ms = median_ms(s, REPS, |_| {
             matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
         });
@@ -159,7 +169,7 @@ fn linear_case(s: &Stream, blas: &CudaBlas, (m, k, n): (usize, usize, usize)) {
             best = (ms, name);
         }
     }
-    let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, 1.0, 0.0);
+    let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
         "{label:<30} tile {:>6.1} TFLOP/s ({:>7}, {})  cuBLAS {:>6.1}  ratio {:.3}",

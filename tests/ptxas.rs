@@ -1,8 +1,9 @@
 //! Every registered kernel variant through `ptxas` for sm_90, sm_90a, sm_100a
-//! and sm_120a: the PTX must assemble, and no vectorized or `wgmma` variant
-//! may spill registers. Prints registers and shared memory per variant, and
-//! the spills of scalar-access fallbacks (reported, not failed: they serve
-//! unaligned tensors, where speed is not the point).
+//! and sm_120a: the PTX must assemble, and no variant that reads every
+//! tensor with vectors may spill registers. Prints registers and shared
+//! memory per variant, and the spills of the fallbacks for misaligned
+//! tensors, scalar or (`wgmma`) vectors for the TMA-copied operands only
+//! (reported, not failed: they serve tensors the fast variant cannot).
 //!
 //! `ptxas` comes from `$PTXAS`, the PATH, or the PyPI wheel
 //! `nvidia-cuda-nvcc` (`nvidia/cu13/bin/ptxas`). Without it the test skips
@@ -10,7 +11,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use tile::Target;
+use tile::{ParamSpec, Target};
 
 fn find_ptxas() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("PTXAS") {
@@ -142,11 +143,18 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
                 r.shared
             ));
         }
-        if r.spill_bytes > 0 && !v.vectorized {
-            // The scalar-access fallback (unaligned tensors) of the largest
-            // tensor-core tiles stages whole operand tiles through registers.
+        let tensors = k
+            .params
+            .iter()
+            .filter(|p| matches!(p, ParamSpec::Tensor { .. }))
+            .count();
+        if r.spill_bytes > 0 && v.vectorized.len() < tensors {
+            // The fallbacks for misaligned tensors: the scalar one of the
+            // largest tensor-core tiles stages whole operand tiles through
+            // registers; a `wgmma` one with 256-column tiles loads an
+            // epilogue operand (a residual) a register per element.
             outcome.table.push(format!(
-                "{} on {} spills {} bytes of registers (scalar-access fallback)",
+                "{} on {} spills {} bytes of registers (fallback for misaligned tensors)",
                 k.describe(v),
                 target.name(),
                 r.spill_bytes
@@ -222,5 +230,5 @@ fn every_kernel_variant_assembles_without_spills() {
     }
     std::fs::remove_dir_all(&dir).ok();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    println!("{checked} variant x target combinations assembled; no vectorized or wgmma variant spills");
+    println!("{checked} variant x target combinations assembled; no fully vectorized variant spills");
 }

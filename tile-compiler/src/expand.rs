@@ -48,7 +48,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
         ::tile::VariantSpec {
             types: &[#(#types),*],
             consts: &[#(#consts),*],
-            vectorized: #vectorized,
+            vectorized: &[#(#vectorized),*],
             entry: #entry,
             threads: #threads,
             shared_bytes: #shared_bytes,

@@ -324,6 +324,13 @@ impl Func {
         &self.values[v]
     }
 
+    /// The indices of the tensor parameters among all parameters.
+    pub fn tensor_params(&self) -> Vec<usize> {
+        (0..self.params.len())
+            .filter(|&i| matches!(self.params[i], Param::Tensor(_)))
+            .collect()
+    }
+
     pub fn tensor(&self, index: usize) -> &TensorParam {
         match &self.params[index] {
             Param::Tensor(t) => t,

@@ -35,7 +35,9 @@ const MAX_ELEMS_PER_THREAD: usize = 128;
 pub struct Variant {
     pub types: Vec<dtype::DType>,
     pub consts: Vec<i64>,
-    pub vectorized: bool,
+    /// The tensor parameters (indices among all parameters) accessed with
+    /// 16-byte vectors: all of them, none, or (`wgmma`) those TMA copies.
+    pub vectorized: Vec<usize>,
     pub entry: String,
     /// The `.entry` text; prepend [`Target::header`] for a module.
     pub ptx: String,
@@ -237,31 +239,34 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 .map(|d| format!("_{d}"))
                 .chain(values.iter().map(|v| format!("_{v}")))
                 .collect();
-            for vectorized in [true, false] {
+            let variant = |vectorized: Vec<usize>, entry: String, lowered: lower::Lowered, target| Variant {
+                types: types.clone(),
+                consts: values.clone(),
+                vectorized,
+                entry,
+                ptx: lowered.text,
+                threads: lowered.threads,
+                shared_bytes: lowered.shared_bytes,
+                dynamic_shared_bytes: lowered.dynamic_shared_bytes,
+                target,
+                tensor_maps: lowered.tensor_maps,
+                persistent: lowered.persistent,
+            };
+            let tensors = func.tensor_params();
+            for vectors in [true, false] {
                 let mut f = ir::Func {
                     name: func.name.clone(),
                     params: func.params.clone(),
                     values: func.values.clone(),
                     body: func.body.clone(),
-                    num_warps: scalar_warps(&func, vectorized || kernel.num_warps.is_some()),
+                    num_warps: scalar_warps(&func, vectors || kernel.num_warps.is_some()),
                 };
                 let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Portable);
                 simplify::remove_dead(&mut f);
-                let entry = format!("{}{}_{}", kernel.name, suffix, if vectorized { "v" } else { "s" });
-                let lowered = lower::lower(&f, &layouts, vectorized, &entry, kernel.num_stages).map_err(in_variant)?;
-                variants.push(Variant {
-                    types: types.clone(),
-                    consts: values.clone(),
-                    vectorized,
-                    entry,
-                    ptx: lowered.text,
-                    threads: lowered.threads,
-                    shared_bytes: lowered.shared_bytes,
-                    dynamic_shared_bytes: lowered.dynamic_shared_bytes,
-                    target: None,
-                    tensor_maps: lowered.tensor_maps,
-                    persistent: lowered.persistent,
-                });
+                let entry = format!("{}{}_{}", kernel.name, suffix, if vectors { "v" } else { "s" });
+                let vectorized = if vectors { tensors.clone() } else { Vec::new() };
+                let lowered = lower::lower(&f, &layouts, &vectorized, &entry, kernel.num_stages).map_err(in_variant)?;
+                variants.push(variant(vectorized, entry, lowered, None));
             }
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
                 let mut f = ir::Func {
@@ -275,21 +280,22 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 simplify::remove_dead(&mut f);
                 let entry = format!("{}{}_wgmma", kernel.name, suffix);
                 if let Some(lowered) =
-                    lower::lower_wgmma(&f, &layouts, &entry, kernel.num_stages).map_err(in_variant)?
+                    lower::lower_wgmma(&f, &layouts, &tensors, &entry, kernel.num_stages).map_err(in_variant)?
                 {
-                    variants.push(Variant {
-                        types: types.clone(),
-                        consts: values.clone(),
-                        vectorized: true,
-                        entry,
-                        ptx: lowered.text,
-                        threads: lowered.threads,
-                        shared_bytes: lowered.shared_bytes,
-                        dynamic_shared_bytes: lowered.dynamic_shared_bytes,
-                        target: Some(Target::Sm90a),
-                        tensor_maps: lowered.tensor_maps,
-                        persistent: lowered.persistent,
-                    });
+                    // When TMA copies only some tensors, a second variant
+                    // accesses the others element by element, for when only
+                    // the copied ones are aligned (an LM head's output rows).
+                    let mut copied: Vec<usize> = lowered.tensor_maps.iter().map(|m| m.param).collect();
+                    copied.sort_unstable();
+                    copied.dedup();
+                    variants.push(variant(tensors.clone(), entry, lowered, Some(Target::Sm90a)));
+                    let entry = format!("{}{}_wgmma_s", kernel.name, suffix);
+                    if copied != tensors
+                        && let Some(lowered) =
+                            lower::lower_wgmma(&f, &layouts, &copied, &entry, kernel.num_stages).map_err(in_variant)?
+                    {
+                        variants.push(variant(copied, entry, lowered, Some(Target::Sm90a)));
+                    }
                 }
             }
             funcs.push(Specialization {

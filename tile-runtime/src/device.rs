@@ -27,6 +27,8 @@ pub struct Device {
 pub(crate) struct Loaded {
     pub(crate) function: CudaFunction,
     pub(crate) resident_blocks: u32,
+    /// The variant's `.entry` name.
+    entry: &'static str,
 }
 
 impl std::fmt::Debug for Device {
@@ -139,6 +141,16 @@ impl Device {
         })
     }
 
+    /// The `.entry` names of the variants launched on this device so far
+    /// (each loaded once), sorted: which of a kernel's variants the
+    /// arguments' alignment and the target chose.
+    pub fn launched_variants(&self) -> Vec<&'static str> {
+        let cache = self.functions.lock().expect("module cache lock");
+        let mut entries: Vec<&'static str> = cache.values().map(|l| l.entry).collect();
+        entries.sort_unstable();
+        entries
+    }
+
     /// The loaded function for a variant, loading its module on first use.
     pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static VariantSpec) -> Result<Loaded> {
         let key = v as *const VariantSpec as usize;
@@ -171,6 +183,7 @@ impl Device {
         let loaded = Loaded {
             function: f,
             resident_blocks: self.sm_count * per_sm.max(1),
+            entry: v.entry,
         };
         cache.insert(key, loaded.clone());
         Ok(loaded)

@@ -137,7 +137,6 @@ pub fn launch(
     let cuda = stream.cuda();
     let mut raws = Vec::new();
     let mut guards = Vec::new();
-    let mut vectorized = true;
     // Per argument, what a tensor map needs: dtype, address, shape, strides.
     let mut tensors = Vec::new();
     for a in args.iter_mut() {
@@ -148,16 +147,13 @@ pub fn launch(
         match a {
             Arg::Tensor(t) => {
                 let (ptr, g) = t.ptr(cuda);
-                vectorized &= allows_vectors(t.dtype(), t.shape(), t.strides(), ptr);
                 raws.push(Raw::U64(ptr));
                 raws.extend(t.shape().iter().chain(t.strides()).map(|&x| Raw::U32(x as u32)));
                 guards.push(g);
             }
             Arg::TensorMut(t) => {
                 let (shape, strides) = (t.shape().to_vec(), t.strides().to_vec());
-                let dtype = t.dtype();
                 let (ptr, g) = t.ptr_mut(cuda);
-                vectorized &= allows_vectors(dtype, &shape, &strides, ptr);
                 raws.push(Raw::U64(ptr));
                 raws.extend(shape.iter().chain(&strides).map(|&x| Raw::U32(x as u32)));
                 guards.push(g);
@@ -171,9 +167,6 @@ pub fn launch(
         kernel: kernel.name,
         consts: consts.to_vec(),
     };
-    let mut variant = kernel
-        .variant_for(types, consts, vectorized, stream.device().target())
-        .ok_or_else(not_built)?;
     let ptrs: Vec<u64> = raws
         .iter()
         .filter_map(|r| match r {
@@ -185,6 +178,17 @@ pub fn launch(
         let nth = tensors[..param].iter().filter(|t| t.is_some()).count();
         ptrs[nth]
     };
+    // Per argument, whether it is a tensor that allows 16-byte vector accesses.
+    let aligned: Vec<bool> = (0..tensors.len())
+        .map(|p| {
+            tensors[p]
+                .as_ref()
+                .is_some_and(|(dtype, shape, strides)| allows_vectors(*dtype, shape, strides, tensor_ptr(p)))
+        })
+        .collect();
+    let mut variant = kernel
+        .variant_for(types, consts, &aligned, stream.device().target())
+        .ok_or_else(not_built)?;
     let maps: Option<Vec<TensorMapArg>> = variant
         .tensor_maps
         .iter()
@@ -196,7 +200,7 @@ pub fn launch(
     let maps = match maps {
         Some(maps) => maps,
         None => {
-            variant = kernel.variant(types, consts, vectorized).ok_or_else(not_built)?;
+            variant = kernel.variant(types, consts, &aligned).ok_or_else(not_built)?;
             Vec::new()
         }
     };

@@ -47,10 +47,12 @@ pub struct VariantSpec {
     pub types: &'static [DType],
     /// Values of the kernel's const parameters, in declaration order.
     pub consts: &'static [i64],
-    /// Uses 16-byte vector accesses: valid only when every tensor argument is
-    /// 16-byte aligned with a contiguous last dimension whose length and the
-    /// other strides are multiples of 16 bytes (the launcher checks).
-    pub vectorized: bool,
+    /// The tensor parameters (indices among all parameters) this variant
+    /// accesses with 16-byte vectors: valid only when each of those
+    /// arguments is 16-byte aligned with a contiguous last dimension whose
+    /// length and the other strides are multiples of 16 bytes (the
+    /// launcher checks). All tensors, none, or (`wgmma`) those TMA copies.
+    pub vectorized: &'static [usize],
     /// The `.entry` name.
     pub entry: &'static str,
     /// Threads per block.
@@ -88,30 +90,42 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// The portable variant for these type and const values, vectorized or not.
-    pub fn variant(&self, types: &[DType], consts: &[i64], vectorized: bool) -> Option<&'static VariantSpec> {
+    /// The best variant made for `target` (`None`: portable) for these type
+    /// and const values whose vector-accessed tensors are all among those
+    /// `aligned` allows (indexed by parameter): the one with the most.
+    fn best(
+        &self,
+        types: &[DType],
+        consts: &[i64],
+        aligned: &[bool],
+        target: Option<Target>,
+    ) -> Option<&'static VariantSpec> {
         self.variants
             .iter()
-            .find(|v| v.types == types && v.consts == consts && v.vectorized == vectorized && v.target.is_none())
+            .filter(|v| v.types == types && v.consts == consts && v.target == target)
+            .filter(|v| v.vectorized.iter().all(|&p| aligned.get(p) == Some(&true)))
+            .max_by_key(|v| v.vectorized.len())
+    }
+
+    /// The portable variant for these type and const values that the
+    /// arguments' alignment allows (see [`KernelSpec::variant_for`]).
+    pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static VariantSpec> {
+        self.best(types, consts, aligned, None)
     }
 
     /// The variant to run on `target`: one made for that target where there
-    /// is one (sm_90a: `wgmma` + TMA), else the portable one.
+    /// is one (sm_90a: `wgmma` + TMA), else a portable one; of those, the
+    /// one with the most tensors accessed with vectors among those whose
+    /// arguments allow it (`aligned[p]` for parameter `p`).
     pub fn variant_for(
         &self,
         types: &[DType],
         consts: &[i64],
-        vectorized: bool,
+        aligned: &[bool],
         target: Target,
     ) -> Option<&'static VariantSpec> {
-        let matching = || {
-            self.variants
-                .iter()
-                .filter(move |v| v.types == types && v.consts == consts && v.vectorized == vectorized)
-        };
-        matching()
-            .find(|v| v.target == Some(target))
-            .or_else(|| matching().find(|v| v.target.is_none()))
+        self.best(types, consts, aligned, Some(target))
+            .or_else(|| self.variant(types, consts, aligned))
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
@@ -123,7 +137,19 @@ impl KernelSpec {
             .map(|(n, d)| format!("{n}={d}"))
             .collect();
         parts.extend(self.consts.iter().zip(v.consts).map(|(n, x)| format!("{n}={x}")));
-        parts.push(if v.vectorized { "vectorized" } else { "scalar" }.to_string());
+        let tensors = self
+            .params
+            .iter()
+            .filter(|p| matches!(p, ParamSpec::Tensor { .. }))
+            .count();
+        parts.push(match v.vectorized {
+            [] => "scalar".to_string(),
+            all if all.len() == tensors => "vectorized".to_string(),
+            some => {
+                let names: Vec<&str> = some.iter().map(|&p| self.params[p].name()).collect();
+                format!("vectorized {}", names.join(" "))
+            }
+        });
         if let Some(t) = v.target {
             parts.push(t.name().to_string());
         }
@@ -184,5 +210,84 @@ impl Target {
             self.name(),
             variant.ptx
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> VariantSpec {
+        VariantSpec {
+            types: &[DType::BF16],
+            consts: &[],
+            vectorized,
+            entry,
+            threads: 128,
+            shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            target,
+            tensor_maps: &[],
+            persistent: false,
+            ptx: "",
+        }
+    }
+
+    static MATMUL: KernelSpec = KernelSpec {
+        name: "matmul",
+        module_path: "tests",
+        params: &[
+            ParamSpec::Tensor {
+                name: "a",
+                elem: "T",
+                rank: 2,
+                mutable: false,
+            },
+            ParamSpec::Tensor {
+                name: "b",
+                elem: "T",
+                rank: 2,
+                mutable: false,
+            },
+            ParamSpec::Scalar {
+                name: "alpha",
+                dtype: DType::F32,
+            },
+            ParamSpec::Tensor {
+                name: "c",
+                elem: "T",
+                rank: 2,
+                mutable: true,
+            },
+        ],
+        types: &["T"],
+        consts: &[],
+        variants: &[
+            variant("v", &[0, 1, 3], None),
+            variant("s", &[], None),
+            variant("wgmma", &[0, 1, 3], Some(Target::Sm90a)),
+            variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
+        ],
+    };
+
+    fn chosen(aligned: [bool; 4], target: Target) -> &'static str {
+        MATMUL
+            .variant_for(&[DType::BF16], &[], &aligned, target)
+            .expect("a variant")
+            .entry
+    }
+
+    #[test]
+    fn the_variant_with_the_most_vector_tensors_that_the_arguments_allow_runs() {
+        assert_eq!(chosen([true, true, false, true], Target::Sm90a), "wgmma");
+        // An output with rows that are not 16-byte aligned: TMA still copies the operands.
+        assert_eq!(chosen([true, true, false, false], Target::Sm90a), "wgmma_s");
+        assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s");
+        assert_eq!(chosen([true, true, false, true], Target::Sm90), "v");
+        assert_eq!(chosen([true, true, false, false], Target::Sm90), "s");
+        let v = &MATMUL.variants;
+        assert_eq!(MATMUL.describe(&v[0]), "matmul[T=bf16, vectorized]");
+        assert_eq!(MATMUL.describe(&v[1]), "matmul[T=bf16, scalar]");
+        assert_eq!(MATMUL.describe(&v[3]), "matmul[T=bf16, vectorized a b, sm_90a]");
     }
 }

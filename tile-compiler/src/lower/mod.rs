@@ -66,15 +66,16 @@ pub struct Lowered {
     pub persistent: bool,
 }
 
-/// Lowers one specialization. `vectorized` assumes what the runtime checks
-/// before choosing this variant: every tensor is 16-byte aligned, its last
-/// dimension is contiguous and a multiple of 16 bytes, and its other strides
-/// are multiples of 16 bytes.
+/// Lowers one specialization. The tensor parameters in `vectorized` are
+/// accessed with 16-byte vectors, which assumes what the runtime checks
+/// before choosing this variant: each of them is 16-byte aligned, its last
+/// dimension is contiguous and a multiple of 16 bytes, and its other
+/// strides are multiples of 16 bytes.
 /// `num_stages` fixes the depth of `mma` pipelines (else chosen by size).
 pub fn lower(
     func: &Func,
     layouts: &Layouts,
-    vectorized: bool,
+    vectorized: &[usize],
     entry_name: &str,
     num_stages: Option<u32>,
 ) -> Result<Lowered> {
@@ -88,11 +89,14 @@ pub fn lower(
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
-/// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]): `None` when the
-/// kernel has no `mma` or one of them cannot take that path.
+/// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]), the tensors
+/// in `vectorized` accessed with vectors (as [`lower`]; TMA copies only
+/// those): `None` when the kernel has no `mma` or one of them cannot take
+/// that path.
 pub fn lower_wgmma(
     func: &Func,
     layouts: &Layouts,
+    vectorized: &[usize],
     entry_name: &str,
     num_stages: Option<u32>,
 ) -> Result<Option<Lowered>> {
@@ -102,7 +106,7 @@ pub fn lower_wgmma(
         scratch_offset: None,
         stage_budget: None,
     };
-    let (lowered, l) = lower_with(func, layouts, true, entry_name, how)?;
+    let (lowered, l) = lower_with(func, layouts, vectorized, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
 }
 
@@ -127,7 +131,7 @@ struct WgmmaReport {
 fn lower_with(
     func: &Func,
     layouts: &Layouts,
-    vectorized: bool,
+    vectorized: &[usize],
     entry_name: &str,
     how: Lowering,
 ) -> Result<(Lowered, WgmmaReport)> {
@@ -278,7 +282,8 @@ struct Lower<'a> {
     roles: Option<specialize::Roles>,
     entry: String,
     layouts: &'a Layouts,
-    vectorized: bool,
+    /// The tensor parameters accessed with 16-byte vectors.
+    vectorized: &'a [usize],
     regs: Regs,
     prologue: Vec<String>,
     code: Vec<String>,
@@ -1069,13 +1074,14 @@ impl<'a> Lower<'a> {
                 }
             });
         }
-        let width = if self.vectorized {
+        let vectors = self.vectorized.contains(&t);
+        let width = if vectors {
             l.contiguous_run(rank - 1).min(16 / eb)
         } else {
             1
         };
         // With a contiguous last dimension, its offsets are immediates.
-        let strided_dims = if self.vectorized { rank - 1 } else { rank };
+        let strided_dims = if vectors { rank - 1 } else { rank };
         let owner = if store {
             self.owner_pred(l.replicated_mask())
         } else {
@@ -1122,7 +1128,7 @@ impl<'a> Lower<'a> {
                     });
                 }
                 let last = rank - 1;
-                let off = if self.vectorized {
+                let off = if vectors {
                     match off {
                         None => base[last].clone(),
                         Some(o) => {
@@ -1141,7 +1147,7 @@ impl<'a> Lower<'a> {
             let (a, row_pred) = rows[&key].clone();
             let mut preds: Vec<String> = row_pred.into_iter().collect();
             let mut imm = 0;
-            if self.vectorized {
+            if vectors {
                 let k = c[rank - 1];
                 imm = k * eb;
                 let inb = match last_preds.get(&k) {
@@ -1560,8 +1566,7 @@ impl<'a> Lower<'a> {
         let i = self.copy(RegClass::B32, &self.scalar(lo));
         let plan = match &self.roles {
             Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
-            _ if self.vectorized => self.pipeline_plan(var, body, false),
-            _ => None,
+            _ => self.pipeline_plan(var, body, false),
         };
         if let Some(plan) = &plan {
             self.pipeline_prologue(plan, &i, &self.scalar(hi));

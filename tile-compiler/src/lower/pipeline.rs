@@ -131,7 +131,7 @@ pub(super) fn uses(ops: &[Op], v: ValueId) -> usize {
 
 impl Lower<'_> {
     /// The tiles of loop `body` (loop variable `var`) that can be pipelined:
-    /// 16-bit loads padded with zero, indexed by the loop variable and values
+    /// loads of vector-accessed tensors padded with zero, indexed by the loop variable and values
     /// from outside the loop, used only (through a transpose) by a
     /// conversion into an `mma` fragment layout. With `transposing` (a
     /// warp-specialized producer), tf32 tiles that `wgmma` cannot read as
@@ -176,8 +176,9 @@ impl Lower<'_> {
                 && (self.path == MmaPath::Portable || uses(body, convert) == 1);
             let load_shape = &self.layout(load).shape;
             let two_d = load_shape[..load_shape.len() - 1].iter().filter(|&&n| n > 1).count() <= 1;
-            let (Some(contiguous), true, true, true, true, true) =
-                (contiguous, eb != 1, zero_pad, indexable, single_use, two_d)
+            let vectors = self.vectorized.contains(tensor);
+            let (Some(contiguous), true, true, true, true, true, true) =
+                (contiguous, eb != 1, vectors, zero_pad, indexable, single_use, two_d)
             else {
                 continue;
             };
