@@ -1,12 +1,13 @@
 //! What `#[tile::kernel]` adds to `cargo build`: the compiler's time for each
-//! kernel of the library (all its specializations, both access widths),
+//! kernel of the library (all its specializations and their variants),
 //! measured by compiling their source the way the macro does.
 //!
 //! `cargo bench --bench compile_time`
 
 use std::time::Instant;
 
-const SOURCES: [(&str, &str); 6] = [
+const SOURCES: [(&str, &str); 7] = [
+    ("matmul.rs", include_str!("../tile-kernels/src/matmul.rs")),
     ("attention.rs", include_str!("../tile-kernels/src/attention.rs")),
     ("linear.rs", include_str!("../tile-kernels/src/linear.rs")),
     ("elementwise.rs", include_str!("../tile-kernels/src/elementwise.rs")),
