@@ -1,7 +1,8 @@
 //! Launching a compiled kernel: every argument is checked against the
 //! kernel's spec first (ranks, 32-bit addressability, grid limits, device),
-//! then the variant is chosen (16-byte vector accesses where every tensor
-//! allows them) and launched on the stream.
+//! then the variant is chosen (the one that accesses the most tensors with
+//! 16-byte vectors among those the arguments allow, see
+//! [`KernelSpec::variant_for`]) and launched on the stream.
 
 use crate::device::Stream;
 use crate::grid::Grid;

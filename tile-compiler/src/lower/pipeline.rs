@@ -95,7 +95,7 @@ impl Plan {
         &self.staged
     }
 
-    /// Whether a staged tile has a transposed copy for `wgmma` to read.
+    /// Whether the producer transposes a staged tile before `wgmma` reads it.
     pub(super) fn transposes(&self) -> bool {
         self.staged.iter().any(|s| s.transposed)
     }
@@ -131,11 +131,11 @@ pub(super) fn uses(ops: &[Op], v: ValueId) -> usize {
 
 impl Lower<'_> {
     /// The tiles of loop `body` (loop variable `var`) that can be pipelined:
-    /// loads of vector-accessed tensors padded with zero, indexed by the loop variable and values
-    /// from outside the loop, used only (through a transpose) by a
-    /// conversion into an `mma` fragment layout. With `transposing` (a
-    /// warp-specialized producer), tf32 tiles that `wgmma` cannot read as
-    /// loaded are transposed in their stage.
+    /// loads of vector-accessed tensors padded with zero, indexed by the
+    /// loop variable and values from outside the loop, used only (through a
+    /// transpose) by a conversion into an `mma` fragment layout. With
+    /// `transposing` (a warp-specialized producer), tf32 tiles that `wgmma`
+    /// cannot read as loaded are transposed in their stage.
     pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool) -> Option<Plan> {
         let mut inside = HashSet::new();
         defined(body, &mut inside);
