@@ -135,6 +135,17 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
             continue;
         };
         outcome.checked += 1;
+        // `setmaxnreg.inc` waits for registers the producer's `.dec` gave
+        // up; the lowering counts on each thread starting with an even
+        // share of the register file, which ptxas must have given.
+        if v.ptx.contains("setmaxnreg.inc") && r.registers != 65536 / v.threads / 8 * 8 {
+            outcome.failures.push(format!(
+                "{} on {}: {} registers at launch, not the even share that setmaxnreg's counts assume",
+                k.describe(v),
+                target.name(),
+                r.registers
+            ));
+        }
         if target == v.target.unwrap_or(Target::Sm90) {
             outcome.table.push(format!(
                 "{:<48} {:>3} registers {:>6} B shared",
