@@ -160,23 +160,33 @@ where
     let w = random(s, &[n, k], 4, -1.0, 1.0, of);
     let bias = random(s, &[n], 5, -1.0, 1.0, of);
     let mut y = s.zeros::<T>(&[m, n]).unwrap();
-    let mut best = (f64::INFINITY, "");
-    for name in matmul::tiles::<T>() {
-        let ms = median_ms(s, REPS, |_| {
-            matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
-        });
-        if ms < best.0 {
-            best = (ms, name);
+    let mut ours = || {
+        let mut best = (f64::INFINITY, "");
+        for name in matmul::tiles::<T>() {
+            let ms = median_ms(s, REPS, |_| {
+                matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
+            });
+            if ms < best.0 {
+                best = (ms, name);
+            }
         }
-    }
+        best
+    };
+    let best = ours();
+    s.device().use_arch_specific(false);
+    let portable = ours();
+    s.device().use_arch_specific(true);
     let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
-        "{label:<30} tile {:>6.1} TFLOP/s ({:>7}, {})  cuBLAS {:>6.1}  ratio {:.3}",
+        "{label:<30} tile {:>6.1} TFLOP/s ({:>7}, {})  portable {:>6.1} ({:>7})  cuBLAS {:>6.1}  ratio {:.3} (portable {:.3})",
         tflops(best.0),
         best.1,
         s.device().target().name(),
+        tflops(portable.0),
+        portable.1,
         tflops(ms_blas),
         ms_blas / best.0,
+        ms_blas / portable.0,
     );
 }

@@ -36,7 +36,7 @@ pub struct Variant {
     pub types: Vec<dtype::DType>,
     pub consts: Vec<i64>,
     /// The tensor parameters (indices among all parameters) accessed with
-    /// 16-byte vectors: all of them, none, or (`wgmma`) those TMA copies.
+    /// 16-byte vectors: all of them, none, or those the `mma` pipelines copy.
     pub vectorized: Vec<usize>,
     pub entry: String,
     /// The `.entry` text; prepend [`Target::header`] for a module.
@@ -252,8 +252,12 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 tensor_maps: lowered.tensor_maps,
                 persistent: lowered.persistent,
             };
+            // Every tensor accessed with vectors; then (for an `mma` kernel
+            // whose pipelines copy only some tensors) only those; then none.
+            // Each variant serves arguments the one before cannot (an LM
+            // head's output rows are not 16-byte aligned).
             let tensors = func.tensor_params();
-            for vectors in [true, false] {
+            let portable = |vectors: bool| {
                 let mut f = ir::Func {
                     name: func.name.clone(),
                     params: func.params.clone(),
@@ -263,11 +267,21 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 };
                 let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Portable);
                 simplify::remove_dead(&mut f);
-                let entry = format!("{}{}_{}", kernel.name, suffix, if vectors { "v" } else { "s" });
-                let vectorized = if vectors { tensors.clone() } else { Vec::new() };
-                let lowered = lower::lower(&f, &layouts, &vectorized, &entry, kernel.num_stages).map_err(in_variant)?;
-                variants.push(variant(vectorized, entry, lowered, None));
+                (f, layouts)
+            };
+            let entry = |kind: &str| format!("{}{}_{kind}", kernel.name, suffix);
+            let (f, layouts) = portable(true);
+            let lowered = lower::lower(&f, &layouts, &tensors, &entry("v"), kernel.num_stages).map_err(in_variant)?;
+            let operands = lowered.pipelined.clone();
+            variants.push(variant(tensors.clone(), entry("v"), lowered, None));
+            if !operands.is_empty() && operands != tensors {
+                let lowered =
+                    lower::lower(&f, &layouts, &operands, &entry("vs"), kernel.num_stages).map_err(in_variant)?;
+                variants.push(variant(operands, entry("vs"), lowered, None));
             }
+            let (f, layouts) = portable(false);
+            let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
+            variants.push(variant(Vec::new(), entry("s"), lowered, None));
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
                 let mut f = ir::Func {
                     name: func.name.clone(),
@@ -278,23 +292,19 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 };
                 let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Wgmma);
                 simplify::remove_dead(&mut f);
-                let entry = format!("{}{}_wgmma", kernel.name, suffix);
-                if let Some(lowered) =
-                    lower::lower_wgmma(&f, &layouts, &tensors, &entry, kernel.num_stages).map_err(in_variant)?
+                let sm90a = Some(Target::Sm90a);
+                if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
+                    .map_err(in_variant)?
                 {
-                    // When TMA copies only some tensors, a second variant
-                    // accesses the others element by element, for when only
-                    // the copied ones are aligned (an LM head's output rows).
-                    let mut copied: Vec<usize> = lowered.tensor_maps.iter().map(|m| m.param).collect();
-                    copied.sort_unstable();
-                    copied.dedup();
-                    variants.push(variant(tensors.clone(), entry, lowered, Some(Target::Sm90a)));
-                    let entry = format!("{}{}_wgmma_s", kernel.name, suffix);
-                    if copied != tensors
+                    // As above: a second variant with vectors (TMA) for the operands only.
+                    let operands = lowered.pipelined.clone();
+                    variants.push(variant(tensors.clone(), entry("wgmma"), lowered, sm90a));
+                    if operands != tensors
                         && let Some(lowered) =
-                            lower::lower_wgmma(&f, &layouts, &copied, &entry, kernel.num_stages).map_err(in_variant)?
+                            lower::lower_wgmma(&f, &layouts, &operands, &entry("wgmma_s"), kernel.num_stages)
+                                .map_err(in_variant)?
                     {
-                        variants.push(variant(copied, entry, lowered, Some(Target::Sm90a)));
+                        variants.push(variant(operands, entry("wgmma_s"), lowered, sm90a));
                     }
                 }
             }

@@ -373,7 +373,7 @@ fn num_stages_sets_the_pipeline_depth() {
 }
 
 #[test]
-fn a_second_wgmma_variant_copies_aligned_operands_and_stores_element_by_element() {
+fn second_variants_copy_aligned_operands_and_store_element_by_element() {
     // For an output whose rows are not 16-byte aligned (an LM head's
     // 50257 columns): TMA still copies `a` and `b`, `c` takes scalar stores.
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
@@ -385,4 +385,13 @@ fn a_second_wgmma_variant_copies_aligned_operands_and_stores_element_by_element(
     assert_eq!(copied.tensor_maps.len(), 2);
     assert!(all.ptx.contains("st.global.v4.b32"));
     assert!(!copied.ptx.contains("st.global.v") && copied.ptx.contains("st.global.b16"));
+    // The portable path has the same middle variant: `cp.async` copies, element-wise stores.
+    let vs = k
+        .variants
+        .iter()
+        .find(|v| v.entry.ends_with("_vs"))
+        .expect("portable variant for misaligned outputs");
+    assert!(vs.target.is_none() && vs.vectorized == [0, 1]);
+    assert!(vs.ptx.contains("cp.async.cg.shared.global") && vs.ptx.contains("ldmatrix"));
+    assert!(!vs.ptx.contains("st.global.v") && vs.ptx.contains("st.global.b16"));
 }

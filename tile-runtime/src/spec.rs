@@ -51,7 +51,8 @@ pub struct VariantSpec {
     /// accesses with 16-byte vectors: valid only when each of those
     /// arguments is 16-byte aligned with a contiguous last dimension whose
     /// length and the other strides are multiples of 16 bytes (the
-    /// launcher checks). All tensors, none, or (`wgmma`) those TMA copies.
+    /// launcher checks). All tensors, none, or those an `mma` kernel's
+    /// pipelines copy (`cp.async`, TMA).
     pub vectorized: &'static [usize],
     /// The `.entry` name.
     pub entry: &'static str,
@@ -264,6 +265,7 @@ mod tests {
         consts: &[],
         variants: &[
             variant("v", &[0, 1, 3], None),
+            variant("vs", &[0, 1], None),
             variant("s", &[], None),
             variant("wgmma", &[0, 1, 3], Some(Target::Sm90a)),
             variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
@@ -284,10 +286,12 @@ mod tests {
         assert_eq!(chosen([true, true, false, false], Target::Sm90a), "wgmma_s");
         assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s");
         assert_eq!(chosen([true, true, false, true], Target::Sm90), "v");
-        assert_eq!(chosen([true, true, false, false], Target::Sm90), "s");
+        assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
+        assert_eq!(chosen([true, false, false, true], Target::Sm90), "s");
         let v = &MATMUL.variants;
         assert_eq!(MATMUL.describe(&v[0]), "matmul[T=bf16, vectorized]");
-        assert_eq!(MATMUL.describe(&v[1]), "matmul[T=bf16, scalar]");
-        assert_eq!(MATMUL.describe(&v[3]), "matmul[T=bf16, vectorized a b, sm_90a]");
+        assert_eq!(MATMUL.describe(&v[1]), "matmul[T=bf16, vectorized a b]");
+        assert_eq!(MATMUL.describe(&v[2]), "matmul[T=bf16, scalar]");
+        assert_eq!(MATMUL.describe(&v[4]), "matmul[T=bf16, vectorized a b, sm_90a]");
     }
 }

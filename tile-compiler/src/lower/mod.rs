@@ -13,7 +13,7 @@ use crate::error::{Result, bail};
 use crate::ir::*;
 use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
 use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 mod convert;
 mod pipeline;
@@ -64,6 +64,9 @@ pub struct Lowered {
     /// the blocks that fit on the GPU at once and passes the block count
     /// it was asked for as the last parameter.
     pub persistent: bool,
+    /// The tensors whose tiles `mma` pipelines copy into shared memory
+    /// (`cp.async` or TMA), sorted.
+    pub pipelined: Vec<usize>,
 }
 
 /// Lowers one specialization. The tensor parameters in `vectorized` are
@@ -173,6 +176,7 @@ fn lower_with(
         consts: HashMap::new(),
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
+        pipelined: BTreeSet::new(),
         dynamic_shared: 0,
     };
     l.find_consts(&func.body);
@@ -243,6 +247,7 @@ fn lower_with(
             threads,
             tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
             persistent,
+            pipelined: l.pipelined.into_iter().collect(),
         },
         WgmmaReport {
             no_wgmma: l.no_wgmma,
@@ -315,6 +320,8 @@ struct Lower<'a> {
     /// Conversions a pipeline serves from shared memory: the tile's address
     /// register, its stored orientation, and the operand role.
     staged_reads: HashMap<ValueId, (String, usize, Operand)>,
+    /// The tensors the pipelines in use copy from.
+    pipelined: BTreeSet<usize>,
     /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
     dynamic_shared: usize,
 }

@@ -378,6 +378,7 @@ impl Lower<'_> {
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
             self.skip.extend(s.chain.iter().copied());
+            self.pipelined.insert(s.tensor);
             let contiguous = if s.transposed { s.role.k_dim() } else { s.contiguous };
             self.staged_reads.insert(s.convert, (tile, contiguous, s.role));
         }
