@@ -30,11 +30,11 @@ fn selected(label: &str) -> bool {
         .all(|a| a.starts_with("--") || label.contains(a.as_str()))
 }
 
-/// Best of our tile shapes: milliseconds and the tile.
-fn ours<T: Element>(s: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> (f64, &'static str) {
+/// Best of our tile shapes, launched by `run`: milliseconds and the tile.
+fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> (f64, &'static str) {
     let mut best = (f64::INFINITY, "");
     for name in matmul::tiles::<T>() {
-        let ms = median_ms(s, REPS, |_| matmul::launch_tile(s, name, a, b, c).unwrap());
+        let ms = median_ms(s, REPS, |_| run(name));
         if ms < best.0 {
             best = (ms, name);
         }
@@ -93,9 +93,10 @@ where
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let mut c = s.zeros::<T>(&[m, n]).unwrap();
-    let (ms, tile) = ours(s, &a, &b, &mut c);
+    let mut ours = || best_tile::<T>(s, |name| matmul::launch_tile(s, name, &a, &b, &mut c).unwrap());
+    let (ms, tile) = ours();
     s.device().use_arch_specific(false);
-    let (ms_portable, tile_portable) = ours(s, &a, &b, &mut c);
+    let (ms_portable, tile_portable) = ours();
     s.device().use_arch_specific(true);
     let ms_blas = cublas(s, blas, (&a, &b, false), &mut c, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
@@ -161,16 +162,9 @@ where
     let bias = random(s, &[n], 5, -1.0, 1.0, of);
     let mut y = s.zeros::<T>(&[m, n]).unwrap();
     let mut ours = || {
-        let mut best = (f64::INFINITY, "");
-        for name in matmul::tiles::<T>() {
-            let ms = median_ms(s, REPS, |_| {
-                matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
-            });
-            if ms < best.0 {
-                best = (ms, name);
-            }
-        }
-        best
+        best_tile::<T>(s, |name| {
+            matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
+        })
     };
     let best = ours();
     s.device().use_arch_specific(false);
