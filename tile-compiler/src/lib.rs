@@ -257,17 +257,24 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             // Each variant serves arguments the one before cannot (an LM
             // head's output rows are not 16-byte aligned).
             let tensors = func.tensor_params();
-            let portable = |vectors: bool| {
+            // The specialization with `num_warps` warps and layouts for `path`.
+            let laid_out = |num_warps: u32, path: layout::MmaPath| {
                 let mut f = ir::Func {
                     name: func.name.clone(),
                     params: func.params.clone(),
                     values: func.values.clone(),
                     body: func.body.clone(),
-                    num_warps: scalar_warps(&func, vectors || kernel.num_warps.is_some()),
+                    num_warps,
                 };
-                let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Portable);
+                let layouts = layout::assign_layouts(&mut f, path);
                 simplify::remove_dead(&mut f);
                 (f, layouts)
+            };
+            let portable = |vectors: bool| {
+                laid_out(
+                    scalar_warps(&func, vectors || kernel.num_warps.is_some()),
+                    layout::MmaPath::Portable,
+                )
             };
             let entry = |kind: &str| format!("{}{}_{kind}", kernel.name, suffix);
             let (f, layouts) = portable(true);
@@ -283,15 +290,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
             variants.push(variant(Vec::new(), entry("s"), lowered, None));
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
-                let mut f = ir::Func {
-                    name: func.name.clone(),
-                    params: func.params.clone(),
-                    values: func.values.clone(),
-                    body: func.body.clone(),
-                    num_warps,
-                };
-                let layouts = layout::assign_layouts(&mut f, layout::MmaPath::Wgmma);
-                simplify::remove_dead(&mut f);
+                let (f, layouts) = laid_out(num_warps, layout::MmaPath::Wgmma);
                 let sm90a = Some(Target::Sm90a);
                 if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
                     .map_err(in_variant)?
