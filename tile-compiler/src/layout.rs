@@ -105,6 +105,43 @@ impl Layout {
         })
     }
 
+    /// The accumulator layout of an `[m, n]` tile that `wgmma` computes
+    /// transposed, as `b^T a^T` (see [`swapped_row_bit`]): the
+    /// [`wgmma_acc`](Self::wgmma_acc) layout of the `[n, m]` product with
+    /// its rows relabelled into `n`'s bits.
+    pub fn wgmma_acc_swapped(m: usize, n: usize, num_warps: u32) -> Option<Layout> {
+        let product = Layout::wgmma_acc(n, m, num_warps)?;
+        let to_c = |(d, b): Bit| if d == 0 { (1, swapped_row_bit(b)) } else { (0, b) };
+        Some(Layout {
+            shape: vec![m, n],
+            reg: product.reg.into_iter().map(to_c).collect(),
+            lane: product.lane.into_iter().map(|x| x.map(to_c)).collect(),
+            warp: product.warp.into_iter().map(|x| x.map(to_c)).collect(),
+        })
+    }
+
+    /// The register-sourced A fragment of the transposed product `b^T a^T`
+    /// (tf32 `m64nNk8`: per warp the `mma.sync.m16n8k8` A fragment, warp w
+    /// of a warpgroup on rows 16w..16w+16), in `b`'s coordinates `[k, n]`:
+    /// the rows are `n` relabelled as in [`wgmma_acc_swapped`](Self::wgmma_acc_swapped),
+    /// registers repeat it over K, then over the warpgroup's 64-row slabs.
+    /// Warpgroups that split `m` hold copies.
+    pub fn wgmma_a_swapped(k: usize, n: usize, m: usize, num_warps: u32) -> Option<Layout> {
+        let (groups, rows, _) = wgmma_warpgroups(n, m, num_warps)?;
+        let row = |b: u32| Some((1, swapped_row_bit(b)));
+        let mut reg = vec![(1, swapped_row_bit(3)), (0, 2)];
+        reg.extend((3..log2(k)).map(|b| (0, b)));
+        reg.extend((6..log2(rows)).map(|b| (1, b)));
+        let mut warp = vec![row(4), row(5)];
+        warp.extend(groups.into_iter().map(|(d, b)| (d == 0).then_some((1, b))));
+        Some(Layout {
+            shape: vec![k, n],
+            reg,
+            lane: vec![Some((0, 0)), Some((0, 1)), row(0), row(1), row(2)],
+            warp,
+        })
+    }
+
     /// The A-operand layout (`[m, k]`, row-major fragments) of an `mma` whose
     /// result is `[m, n]`; `tf32` selects the m16n8k8 fragment.
     pub fn mma_a(m: usize, k: usize, n: usize, num_warps: u32, tf32: bool) -> Layout {
@@ -327,6 +364,19 @@ pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>,
         }
     }
     Some((groups, tm, tn))
+}
+
+/// The bit of `n` that row bit `b` of the transposed product `b^T a^T`
+/// stands for. Within a 64-row slab the rows are permuted so that the
+/// eight row groups of a warp's A fragment, read from `b`'s N-major,
+/// 128-byte-swizzled tile, cover all of a 128-byte line's bank groups:
+/// row bits 0 and 1 (lanes) pick the word in a 16-byte chunk, row bit 2
+/// (the third lane bit) the chunk's highest bit, which the four K rows a
+/// warp reads at once (XORed into the chunk's two lower bits) leave apart.
+/// Beyond 64 rows, bits are unchanged.
+pub fn swapped_row_bit(b: u32) -> u32 {
+    const SLAB: [u32; 6] = [0, 1, 4, 2, 3, 5];
+    SLAB.get(b as usize).copied().unwrap_or(b)
 }
 
 /// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit
@@ -634,7 +684,13 @@ impl Pass {
                 let (m, k, n) = (sa[0], sa[1], sb[1]);
                 let tf32 = self.values[*a].dtype == crate::dtype::DType::F32;
                 let w = self.num_warps;
+                // tf32 `wgmma` reads shared-memory operands K-major only: with
+                // `a` K-major and `b` N-major (a row-major `[K, N]` tile) it
+                // computes `b^T a^T`, `b` read into registers as its A operand.
+                let k_major = |l: &Layout, k_dim: usize| l.contiguous_run(k_dim) > l.contiguous_run(1 - k_dim);
+                let swapped = tf32 && k_major(&self.natural(*a), 1) && !k_major(&self.natural(*b), 0);
                 let wgmma = match self.path {
+                    MmaPath::Wgmma if swapped => Layout::wgmma_acc_swapped(m, n, w),
                     MmaPath::Wgmma => Layout::wgmma_acc(m, n, w),
                     MmaPath::Portable => None,
                 };
@@ -850,6 +906,61 @@ mod tests {
         }
         assert!(Layout::wgmma_acc(32, 64, 4).is_none(), "fewer than 64 rows");
         assert!(Layout::wgmma_acc(64, 64, 2).is_none(), "not a warpgroup");
+    }
+
+    #[test]
+    fn transposed_wgmma_product_covers_the_tile_in_the_instruction_register_order() {
+        for (m, n, warps) in [(128, 128, 8), (64, 64, 4), (64, 128, 4), (128, 64, 8), (128, 256, 8)] {
+            let acc = Layout::wgmma_acc_swapped(m, n, warps).expect("fits wgmma");
+            let k = 32;
+            let frag = Layout::wgmma_a_swapped(k, n, m, warps).expect("fits wgmma");
+            let (mut seen_acc, mut seen_frag) = (vec![0usize; m * n], vec![0usize; k * n]);
+            for tid in 0..32 * warps as usize {
+                for r in 0..acc.num_regs() {
+                    let c = acc.coord(r, tid);
+                    seen_acc[c[0] * n + c[1]] += 1;
+                }
+                for r in 0..frag.num_regs() {
+                    let c = frag.coord(r, tid);
+                    seen_frag[c[0] * n + c[1]] += 1;
+                }
+            }
+            assert!(seen_acc.iter().all(|&s| s == 1), "{m}x{n} on {warps} warps");
+            // Warpgroups along M hold copies of `b`'s fragment.
+            let copies = warps as usize / 4 / (n / 64).min(warps as usize / 4);
+            assert!(seen_frag.iter().all(|&s| s == copies), "{m}x{n} on {warps} warps");
+            // The product's m64nNk8 fragments, with its rows relabelled:
+            // A register i holds row 16w + lane/4 (+8 for i odd), K column
+            // lane%4 (+4 for i >= 2); D register 4j + i holds the same rows
+            // at column 8j + 2(lane%4) + i%2.
+            let n_of = |row: usize| (0..6).filter(|b| row >> b & 1 == 1).map(|b| 1 << swapped_row_bit(b)).sum::<usize>();
+            let (lane, warp) = (13, 2);
+            let tid = 32 * warp + lane;
+            for i in 0..4 {
+                let row = 16 * warp + lane / 4 + 8 * (i % 2);
+                assert_eq!(frag.coord(i, tid), vec![lane % 4 + 4 * (i / 2), n_of(row)]);
+                for j in 0..4 {
+                    let row = 16 * warp + lane / 4 + 8 * (i / 2);
+                    assert_eq!(acc.coord(4 * j + i, tid), vec![8 * j + 2 * (lane % 4) + i % 2, n_of(row)]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_warp_reads_the_transposed_products_fragment_from_distinct_banks() {
+        // `b`'s [32, 128] f32 tile, N-major, 128-byte swizzle: 32-column
+        // panels, chunk (n % 32) / 4 XOR (k % 8) within a 128-byte line.
+        let bank = |c: &[usize]| ((((c[1] % 32) / 4) ^ (c[0] % 8)) * 4 + c[1] % 4) % 32;
+        let frag = Layout::wgmma_a_swapped(32, 128, 128, 8).expect("fits wgmma");
+        for warp in 0..8 {
+            for r in 0..frag.num_regs() {
+                let mut banks: Vec<usize> = (0..32).map(|lane| bank(&frag.coord(r, 32 * warp + lane))).collect();
+                banks.sort();
+                banks.dedup();
+                assert_eq!(banks.len(), 32, "warp {warp}, register {r}");
+            }
+        }
     }
 
     #[test]

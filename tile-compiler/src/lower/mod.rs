@@ -172,6 +172,7 @@ fn lower_with(
         shared_bytes: 0,
         labels: 0,
         operands: HashMap::new(),
+        register_b: HashSet::new(),
         fragment_offsets: HashMap::new(),
         consts: HashMap::new(),
         skip: HashSet::new(),
@@ -309,6 +310,9 @@ struct Lower<'a> {
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
+    /// `b` operands of `mma`s that `wgmma` computes transposed (`b^T a^T`,
+    /// [`Layout::wgmma_acc_swapped`]), reading `b` into registers.
+    register_b: HashSet<ValueId>,
     /// Per-thread shared-memory offsets computed once in the prologue: keyed
     /// by layout and a discriminating pair (fragment reads: stored
     /// orientation and transposition; pipeline copies: element size).

@@ -183,8 +183,10 @@ impl Lower<'_> {
                 continue;
             };
             let bytes = self.layout(load).shape.iter().product::<usize>() * eb;
-            let transposed =
-                transposing && contiguous != role.k_dim() && transpose::transposable(&self.layout(load).shape, eb);
+            let transposed = transposing
+                && contiguous != role.k_dim()
+                && !self.register_b.contains(&convert)
+                && transpose::transposable(&self.layout(load).shape, eb);
             staged.push(Staged {
                 load,
                 chain,

@@ -1,7 +1,7 @@
 //! Tensor cores: `mma.sync` over fragment layouts, and moving operand tiles
 //! into those layouts through swizzled shared memory with `ldmatrix`.
 
-use super::{Lower, Operand};
+use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
 use crate::ir::*;
 use crate::layout::Layout;
@@ -59,12 +59,19 @@ impl Lower<'_> {
         }
     }
 
-    /// Records which values are `mma` operands.
+    /// Records which values are `mma` operands, and which `b` operands
+    /// `wgmma` reads from registers (the layout pass gave their result the
+    /// transposed accumulator layout).
     pub(super) fn find_operands(&mut self, ops: &[Op]) {
         for op in ops {
             if let OpKind::Mma { a, b, .. } = op.kind {
                 self.operands.insert(a, Operand::A);
                 self.operands.insert(b, Operand::B);
+                let (m, n) = (self.layout(a).shape[0], self.layout(b).shape[1]);
+                let swapped = Layout::wgmma_acc_swapped(m, n, self.func.num_warps);
+                if self.path == MmaPath::Wgmma && swapped.as_ref() == Some(self.layout(op.results[0])) {
+                    self.register_b.insert(b);
+                }
             }
             for body in op.kind.bodies() {
                 self.find_operands(body);

@@ -9,7 +9,7 @@ use super::tensor_core::{ACC, Swizzle};
 use super::{Lower, Operand};
 use crate::dtype::DType;
 use crate::ir::ValueId;
-use crate::layout::wgmma_warpgroups;
+use crate::layout::{Bit, Layout, swapped_row_bit, wgmma_warpgroups};
 use crate::ptx::{RegClass, arith_type};
 
 /// Why a kernel cannot use `wgmma`.
@@ -123,6 +123,9 @@ impl Lower<'_> {
         if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
             return Err("wgmma takes 16-bit or f32 (tf32) operands");
         }
+        if self.register_b.contains(&b) {
+            return self.wgmma_swapped(a, b, acc);
+        }
         let step_k = STEP_K_BYTES / dtype.bytes();
         let (m, k, n) = (
             self.layout(a).shape[0],
@@ -143,14 +146,7 @@ impl Lower<'_> {
         let n_step = tn.min(MAX_N);
         // Each warpgroup's origin in the tile, and every step's sub-block
         // offsets relative to it, which must not depend on the warpgroup.
-        let origins: Vec<(usize, usize)> = (0..num_warps as usize / 4)
-            .map(|g| {
-                groups.iter().enumerate().fold((0, 0), |(m0, n0), (i, &(d, bit))| {
-                    let on = (g >> i & 1) << bit;
-                    if d == 0 { (m0 + on, n0) } else { (m0, n0 + on) }
-                })
-            })
-            .collect();
+        let origins = warpgroup_origins(&groups, num_warps);
         // Each step: its K offset, accumulator origin (row, column) within
         // the warpgroup's tile, and the byte offsets of its operand blocks.
         let steps: Vec<Step> = (0..k / step_k)
@@ -230,6 +226,95 @@ impl Lower<'_> {
         Ok(out)
     }
 
+    /// tf32 `acc + a @ b` with `a` K-major and `b` N-major, computed
+    /// transposed: `acc^T += b^T a^T`. `b`'s tile goes from its stage into
+    /// registers as `wgmma`'s A operand ([`Layout::wgmma_a_swapped`], rounded
+    /// to tf32), `a`'s tile is its B operand, read through a descriptor as
+    /// K-major; the accumulator has the matching transposed layout. A's
+    /// registers are overwritten by the next iteration's reads, so the
+    /// group is waited for before the iteration ends.
+    fn wgmma_swapped(&mut self, a: ValueId, b: ValueId, acc: ValueId) -> Result<Vec<String>, Unsupported> {
+        let (m, k, n) = (
+            self.layout(a).shape[0],
+            self.layout(a).shape[1],
+            self.layout(b).shape[1],
+        );
+        let num_warps = self.func.num_warps;
+        // The product is `[n, m]`: each warpgroup computes `rows` of N by `cols` of M.
+        let (groups, rows, cols) = wgmma_warpgroups(n, m, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
+        let step_k = STEP_K_BYTES / 4;
+        if k % step_k != 0 {
+            return Err("K is not a multiple of one wgmma step (8 for tf32)");
+        }
+        let op_a = self.staged_operand(a, Operand::A)?;
+        let (b_base, b_contiguous, _) = self
+            .staged_reads
+            .get(&b)
+            .cloned()
+            .ok_or("an mma operand is not a tile that a pipelined loop loads")?;
+        let fragment = Layout::wgmma_a_swapped(k, n, m, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
+        if !op_a.k_major || b_contiguous != 1 || self.layout(b).shape != fragment.shape || n * 4 < 128 {
+            return Err("tf32 wgmma reads a K-major a, and b from N-major rows of at least 128 bytes");
+        }
+        let m_step = cols.min(MAX_N);
+        // `a`'s sub-block each step reads, relative to the warpgroup's.
+        let steps: Vec<(usize, usize, usize)> = (0..k / step_k)
+            .flat_map(|ks| (0..rows / SLAB_M).flat_map(move |slab| (0..cols / m_step).map(move |mi| (ks, slab, mi))))
+            .collect();
+        let a_offset = |m0: usize, &(ks, _, mi): &(usize, usize, usize)| op_a.offset(m0 + mi * m_step, ks * step_k);
+        let mut origins = Vec::new();
+        for (_, m0) in warpgroup_origins(&groups, num_warps) {
+            let Some(oa) = op_a.offset(m0, 0) else {
+                return Err("a warpgroup's operand block does not start where a descriptor can");
+            };
+            if !steps.iter().all(|s| a_offset(m0, s).is_some_and(|o| Some(o) == a_offset(0, s).map(|x| x + oa))) {
+                return Err("an operand sub-block's offset depends on the warpgroup");
+            }
+            origins.push(oa);
+        }
+        let bits = op_a.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?;
+
+        // `b`'s fragment, rounded to tf32: register `i + 4 (ks + K/8 slab)`.
+        let elements = self.read_elements(&b_base, &fragment, b_contiguous);
+        let fragments: Vec<String> = elements
+            .iter()
+            .map(|e| {
+                let t = self.reg(RegClass::B32);
+                self.emit(format!("cvt.rna.tf32.f32 {t}, {e};"));
+                t
+            })
+            .collect();
+        let (wg, scale_d) = self.in_prologue(|l| {
+            let group = l.reg(RegClass::B32);
+            l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
+            let p = l.reg(RegClass::Pred);
+            l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
+            (l.pick(&group, &origins), p)
+        });
+        let desc = self.descriptor(&op_a.base, &wg, bits);
+        let index = self.layout(acc).reg_index();
+        let out = self.regs_of(acc);
+        self.emit("wgmma.fence.sync.aligned;");
+        for s @ &(ks, slab, mi) in &steps {
+            let d = self.offset_descriptor(&desc, a_offset(0, s).expect("checked above"));
+            let first = 4 * (ks + k / step_k * slab);
+            // Product element (row, col) is `acc[col][row]`, its rows relabelled.
+            let regs: Vec<String> = (0..m_step / 8)
+                .flat_map(|j| ACC.iter().map(move |&(dr, dc)| (slab * SLAB_M + dr, mi * m_step + j * 8 + dc)))
+                .map(|(row, col)| out[index[&vec![col, relabel_row(row)]]].clone())
+                .collect();
+            self.emit(format!(
+                "wgmma.mma_async.sync.aligned.m64n{m_step}k{step_k}.f32.tf32.tf32 {{{}}}, {{{}}}, {d}, {scale_d}, 1, 1;",
+                regs.join(", "),
+                fragments[first..first + 4].join(", ")
+            ));
+        }
+        self.emit("wgmma.commit_group.sync.aligned;");
+        self.emit("wgmma.wait_group.sync.aligned 0;");
+        self.wgmma_count += 1;
+        Ok(out)
+    }
+
     /// A 64-bit matrix descriptor for the tile at `base + offset`.
     fn descriptor(&mut self, base: &str, offset: &str, bits: u64) -> String {
         let t = self.reg(RegClass::B32);
@@ -251,4 +336,25 @@ impl Lower<'_> {
         self.emit(format!("add.s64 {d}, {desc}, {};", bytes >> 4));
         d
     }
+}
+
+/// Each warpgroup's origin (row, column) in a `wgmma` tile split by `groups`
+/// (see [`wgmma_warpgroups`]).
+fn warpgroup_origins(groups: &[Bit], num_warps: u32) -> Vec<(usize, usize)> {
+    (0..num_warps as usize / 4)
+        .map(|g| {
+            groups.iter().enumerate().fold((0, 0), |(r0, c0), (i, &(d, bit))| {
+                let on = (g >> i & 1) << bit;
+                if d == 0 { (r0 + on, c0) } else { (r0, c0 + on) }
+            })
+        })
+        .collect()
+}
+
+/// The `n` a row of the transposed product stands for (bit by bit, [`swapped_row_bit`]).
+fn relabel_row(row: usize) -> usize {
+    (0..usize::BITS)
+        .filter(|&b| row >> b & 1 == 1)
+        .map(|b| 1 << swapped_row_bit(b))
+        .sum()
 }
