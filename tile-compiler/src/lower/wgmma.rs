@@ -11,6 +11,7 @@ use crate::dtype::DType;
 use crate::ir::ValueId;
 use crate::layout::{Bit, Layout, swapped_row_bit, wgmma_warpgroups};
 use crate::ptx::{RegClass, arith_type};
+use std::collections::HashMap;
 
 /// Why a kernel cannot use `wgmma`.
 pub(super) type Unsupported = &'static str;
@@ -231,8 +232,8 @@ impl Lower<'_> {
     /// registers as `wgmma`'s A operand ([`Layout::wgmma_a_swapped`], rounded
     /// to tf32), `a`'s tile is its B operand, read through a descriptor as
     /// K-major; the accumulator has the matching transposed layout. A's
-    /// registers are overwritten by the next iteration's reads, so the
-    /// group is waited for before the iteration ends.
+    /// registers are rewritten by the next iteration's reads: a group
+    /// reading them must be done by then.
     fn wgmma_swapped(&mut self, a: ValueId, b: ValueId, acc: ValueId) -> Result<Vec<String>, Unsupported> {
         let (m, k, n) = (
             self.layout(a).shape[0],
@@ -274,16 +275,6 @@ impl Lower<'_> {
         }
         let bits = op_a.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?;
 
-        // `b`'s fragment, rounded to tf32: register `i + 4 (ks + K/8 slab)`.
-        let elements = self.read_elements(&b_base, &fragment, b_contiguous);
-        let fragments: Vec<String> = elements
-            .iter()
-            .map(|e| {
-                let t = self.reg(RegClass::B32);
-                self.emit(format!("cvt.rna.tf32.f32 {t}, {e};"));
-                t
-            })
-            .collect();
         let (wg, scale_d) = self.in_prologue(|l| {
             let group = l.reg(RegClass::B32);
             l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
@@ -294,23 +285,50 @@ impl Lower<'_> {
         let desc = self.descriptor(&op_a.base, &wg, bits);
         let index = self.layout(acc).reg_index();
         let out = self.regs_of(acc);
-        self.emit("wgmma.fence.sync.aligned;");
-        for s @ &(ks, slab, mi) in &steps {
-            let d = self.offset_descriptor(&desc, a_offset(0, s).expect("checked above"));
-            let first = 4 * (ks + k / step_k * slab);
-            // Product element (row, col) is `acc[col][row]`, its rows relabelled.
-            let regs: Vec<String> = (0..m_step / 8)
-                .flat_map(|j| ACC.iter().map(move |&(dr, dc)| (slab * SLAB_M + dr, mi * m_step + j * 8 + dc)))
-                .map(|(row, col)| out[index[&vec![col, relabel_row(row)]]].clone())
-                .collect();
-            self.emit(format!(
-                "wgmma.mma_async.sync.aligned.m64n{m_step}k{step_k}.f32.tf32.tf32 {{{}}}, {{{}}}, {d}, {scale_d}, 1, 1;",
-                regs.join(", "),
-                fragments[first..first + 4].join(", ")
-            ));
+        // `b`'s fragment: register `i + 4 (ks + K/8 slab)`.
+        let elements = self.read_elements(&b_base, &fragment, b_contiguous);
+        // Two groups per iteration, each on its own half of K's steps, when
+        // the loop leaves one running: the second half's registers are read
+        // while the first half's group runs, and the next iteration's first
+        // half while this one's second runs.
+        let k_steps = k / step_k;
+        let halves = if self.wgmma_in_flight == 1 && k_steps >= 2 {
+            vec![0..k_steps / 2, k_steps / 2..k_steps]
+        } else {
+            vec![0..k_steps]
+        };
+        for (h, half) in halves.iter().enumerate() {
+            if h > 0 {
+                // The previous iteration's group on these registers must be done.
+                self.emit("wgmma.wait_group.sync.aligned 1;");
+            }
+            let mut fragments = HashMap::new();
+            for r in 0..fragment.num_regs() {
+                if half.contains(&(r / 4 % k_steps)) {
+                    let t = self.reg(RegClass::B32);
+                    self.emit(format!("cvt.rna.tf32.f32 {t}, {};", elements[r]));
+                    fragments.insert(r, t);
+                }
+            }
+            self.emit("wgmma.fence.sync.aligned;");
+            for s @ &(ks, slab, mi) in steps.iter().filter(|s| half.contains(&s.0)) {
+                let d = self.offset_descriptor(&desc, a_offset(0, s).expect("checked above"));
+                let first = 4 * (ks + k_steps * slab);
+                // Product element (row, col) is `acc[col][row]`, its rows relabelled.
+                let regs: Vec<String> = (0..m_step / 8)
+                    .flat_map(|j| ACC.iter().map(move |&(dr, dc)| (slab * SLAB_M + dr, mi * m_step + j * 8 + dc)))
+                    .map(|(row, col)| out[index[&vec![col, relabel_row(row)]]].clone())
+                    .collect();
+                let a: Vec<&str> = (first..first + 4).map(|r| fragments[&r].as_str()).collect();
+                self.emit(format!(
+                    "wgmma.mma_async.sync.aligned.m64n{m_step}k{step_k}.f32.tf32.tf32 {{{}}}, {{{}}}, {d}, {scale_d}, 1, 1;",
+                    regs.join(", "),
+                    a.join(", ")
+                ));
+            }
+            self.emit("wgmma.commit_group.sync.aligned;");
         }
-        self.emit("wgmma.commit_group.sync.aligned;");
-        self.emit("wgmma.wait_group.sync.aligned 0;");
+        self.emit(format!("wgmma.wait_group.sync.aligned {};", halves.len() - 1));
         self.wgmma_count += 1;
         Ok(out)
     }
