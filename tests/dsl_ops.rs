@@ -4,7 +4,8 @@
 
 mod common;
 use common::*;
-use tile::{HostTensor, Stream, f16, testing::gpu_or_skip};
+use std::sync::Arc;
+use tile::{HostTensor, Stream, bf16, f16, testing::gpu_or_skip};
 
 fn gpu(test: &str) -> Option<Stream> {
     gpu_or_skip(test).map(|d| d.stream())
@@ -169,6 +170,70 @@ fn transpose_moves_elements() {
         }
         .unwrap();
         same(&s, "transpose", &yd, &y, 0.0);
+    }
+}
+
+// ---- mma with a transposed A operand ------------------------------------------
+
+/// `c = a^T @ b` with `a: [K, M]`: `a`'s tiles are loaded M-major and
+/// transposed into `mma`'s A operand (`ldmatrix.trans` for 16-bit tiles; on
+/// sm_90a the producer transposes f32 tiles in their stages for `wgmma`).
+#[tile::kernel(T = [f32, bf16], BM = [128], BN = [128], BK = [32], num_warps = 8)]
+fn transposed_a_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &mut Tensor<T>,
+) {
+    let [m, n] = group_tiles(block_id(0), cdiv(a.shape(1), BM), cdiv(b.shape(1), BN), 8);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(0), BK) {
+        acc = mma(a.load([k, m], [BK, BM]).transpose(), b.load([k, n], [BK, BN]), acc);
+    }
+    c.store([m, n], acc.cast::<T>());
+}
+
+/// The CPU backend against f64 loops, then each GPU path against the CPU backend.
+fn transposed_a_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, n, k): (usize, usize, usize), tol: f64) {
+    let a = host::<T>(&rng.normals(k * m, 1.0), &[k, m]);
+    let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
+    let (av, bv) = (values(&a), values(&b));
+    let reference: Vec<f64> = (0..m * n)
+        .map(|e| (0..k).map(|l| av[l * m + e / n] * bv[l * n + e % n]).sum())
+        .collect();
+    let grid = cdiv(m, 128) * cdiv(n, 128);
+    let mut want = host::<T>(&vec![f64::NAN; m * n], &[m, n]);
+    transposed_a_matmul::cpu::<T, 128, 128, 32>(grid, &a, &b, &mut want).unwrap();
+    let what = format!("a^T @ b {} {m}x{n}x{k}", T::DTYPE);
+    assert_close(&what, &values(&want), &reference, tol);
+    let Some(d) = d else { return };
+    let s = d.stream();
+    let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+    for arch_specific in [true, false] {
+        d.use_arch_specific(arch_specific);
+        let mut cd = s.upload(&host::<T>(&vec![f64::NAN; m * n], &[m, n])).unwrap();
+        transposed_a_matmul::launch::<T, 128, 128, 32>(&s, grid, &ad, &bd, &mut cd).unwrap();
+        same(&s, &what, &cd, &want, tol);
+    }
+    d.use_arch_specific(true);
+}
+
+#[test]
+fn mma_takes_a_transposed_a_operand() {
+    let mut rng = Rng::new(29);
+    let d = tile::testing::gpu_or_skip("mma_takes_a_transposed_a_operand");
+    // Ragged M, N and K (multiples of 8, so that the vector variants run), and more tiles than SMs.
+    for shape in [(200, 136, 264), (1800, 1160, 96)] {
+        transposed_a_case::<f32>(d.as_ref(), &mut rng, shape, 2e-3);
+        transposed_a_case::<bf16>(d.as_ref(), &mut rng, shape, bf16::TOL);
+    }
+    if let Some(d) = d.filter(|d| d.target() == tile::Target::Sm90a) {
+        let launched = d.launched_variants();
+        for entry in [
+            "transposed_a_matmul_f32_128_128_32_wgmma",
+            "transposed_a_matmul_bf16_128_128_32_wgmma",
+        ] {
+            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
+        }
     }
 }
 

@@ -395,3 +395,23 @@ impl fmt::Display for Func {
         write_ops(f, self, &self.body, 1)
     }
 }
+
+/// Values defined inside `ops` (nested bodies, loop variables and carried
+/// arguments included).
+pub fn defined_in(ops: &[Op]) -> std::collections::HashSet<ValueId> {
+    fn walk(ops: &[Op], out: &mut std::collections::HashSet<ValueId>) {
+        for op in ops {
+            out.extend(&op.results);
+            if let OpKind::For { var, args, .. } = &op.kind {
+                out.insert(*var);
+                out.extend(args);
+            }
+            for b in op.kind.bodies() {
+                walk(b, out);
+            }
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    walk(ops, &mut out);
+    out
+}

@@ -106,38 +106,36 @@ impl Layout {
     }
 
     /// The accumulator layout of an `[m, n]` tile that `wgmma` computes
-    /// transposed, as `b^T a^T` (see [`swapped_row_bit`]): the
-    /// [`wgmma_acc`](Self::wgmma_acc) layout of the `[n, m]` product with
-    /// its rows relabelled into `n`'s bits.
+    /// transposed, as `b^T a^T`: the [`wgmma_acc`](Self::wgmma_acc) layout
+    /// of the `[n, m]` product, transposed. A warp's eight row groups are
+    /// eight consecutive columns, so each store instruction writes whole
+    /// 32-byte sectors of f32.
     pub fn wgmma_acc_swapped(m: usize, n: usize, num_warps: u32) -> Option<Layout> {
-        let product = Layout::wgmma_acc(n, m, num_warps)?;
-        let to_c = |(d, b): Bit| if d == 0 { (1, swapped_row_bit(b)) } else { (0, b) };
-        Some(Layout {
-            shape: vec![m, n],
-            reg: product.reg.into_iter().map(to_c).collect(),
-            lane: product.lane.into_iter().map(|x| x.map(to_c)).collect(),
-            warp: product.warp.into_iter().map(|x| x.map(to_c)).collect(),
-        })
+        Some(Layout::wgmma_acc(n, m, num_warps)?.permute(&[1, 0]))
     }
 
     /// The register-sourced A fragment of the transposed product `b^T a^T`
     /// (tf32 `m64nNk8`: per warp the `mma.sync.m16n8k8` A fragment, warp w
     /// of a warpgroup on rows 16w..16w+16), in `b`'s coordinates `[k, n]`:
-    /// the rows are `n` relabelled as in [`wgmma_acc_swapped`](Self::wgmma_acc_swapped),
     /// registers repeat it over K, then over the warpgroup's 64-row slabs.
-    /// Warpgroups that split `m` hold copies.
+    /// Warpgroups that split `m` hold copies. A warp's read of one register
+    /// (four K rows of eight consecutive N columns in a 128-byte-swizzled
+    /// tile) meets 2-way bank conflicts. Permuting the product's rows
+    /// avoids them, but leaves the accumulator in 16-byte runs, stored
+    /// through a shared tile that leaves 128x256 f32 tiles two stages: on
+    /// the H100, 0.83-0.85 of cuBLAS on 4096³ and 8192³ against 0.93-0.94
+    /// (`bench-results/2026-11-23-h100-matmul-tf32-trial-*`).
     pub fn wgmma_a_swapped(k: usize, n: usize, m: usize, num_warps: u32) -> Option<Layout> {
         let (groups, rows, _) = wgmma_warpgroups(n, m, num_warps)?;
-        let row = |b: u32| Some((1, swapped_row_bit(b)));
-        let mut reg = vec![(1, swapped_row_bit(3)), (0, 2)];
+        let mut reg = vec![(1, 3), (0, 2)];
         reg.extend((3..log2(k)).map(|b| (0, b)));
         reg.extend((6..log2(rows)).map(|b| (1, b)));
-        let mut warp = vec![row(4), row(5)];
+        let mut warp = vec![Some((1, 4)), Some((1, 5))];
         warp.extend(groups.into_iter().map(|(d, b)| (d == 0).then_some((1, b))));
         Some(Layout {
             shape: vec![k, n],
             reg,
-            lane: vec![Some((0, 0)), Some((0, 1)), row(0), row(1), row(2)],
+            lane: vec![Some((0, 0)), Some((0, 1)), Some((1, 0)), Some((1, 1)), Some((1, 2))],
             warp,
         })
     }
@@ -327,6 +325,14 @@ impl Layout {
         )
     }
 
+    /// How many consecutive elements of dimension `dim` a warp holds in one
+    /// register slot: the thread's leading run and the lanes that continue it.
+    pub fn warp_run(&self, dim: usize) -> usize {
+        let run = self.contiguous_run(dim).trailing_zeros();
+        let lanes = (run..).take_while(|&b| self.lane.contains(&Some((dim, b)))).count() as u32;
+        1 << (run + lanes)
+    }
+
     /// How many leading registers hold consecutive elements of dimension
     /// `dim` (a run that a vector memory access can move at once).
     pub fn contiguous_run(&self, dim: usize) -> usize {
@@ -366,19 +372,6 @@ pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>,
     Some((groups, tm, tn))
 }
 
-/// The bit of `n` that row bit `b` of the transposed product `b^T a^T`
-/// stands for. Within a 64-row slab the rows are permuted so that the
-/// eight row groups of a warp's A fragment, read from `b`'s N-major,
-/// 128-byte-swizzled tile, cover all of a 128-byte line's bank groups:
-/// row bits 0 and 1 (lanes) pick the word in a 16-byte chunk, row bit 2
-/// (the third lane bit) the chunk's highest bit, which the four K rows a
-/// warp reads at once (XORed into the chunk's two lower bits) leave apart.
-/// Beyond 64 rows, bits are unchanged.
-pub fn swapped_row_bit(b: u32) -> u32 {
-    const SLAB: [u32; 6] = [0, 1, 4, 2, 3, 5];
-    SLAB.get(b as usize).copied().unwrap_or(b)
-}
-
 /// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit
 /// the coordinate bit it selects (the highest bits of M or N), and the warp
 /// tile `[tm, tn]` (at least 16 x 8). Splits the longer side first.
@@ -409,7 +402,7 @@ pub type Layouts = HashMap<ValueId, Layout>;
 /// they never cost a conversion. A first pass finds the conversions that
 /// remain; where one converts a loaded tile (through casts, element-wise
 /// functions and reshapes), the second pass loads it in the wanted layout.
-pub fn assign_layouts(func: &mut Func, path: MmaPath) -> Layouts {
+pub fn assign_layouts(func: &mut Func, path: MmaPath, vectorized: &[usize]) -> Layouts {
     let min_bytes = func
         .params
         .iter()
@@ -424,6 +417,7 @@ pub fn assign_layouts(func: &mut Func, path: MmaPath) -> Layouts {
             values: func.values.clone(),
             num_warps: func.num_warps,
             path,
+            vectorized,
             vec: 16 / min_bytes,
             layouts: HashMap::new(),
             flexible: HashMap::new(),
@@ -498,10 +492,12 @@ pub enum MmaPath {
     Wgmma,
 }
 
-struct Pass {
+struct Pass<'a> {
     values: Vec<crate::dtype::Ty>,
     num_warps: u32,
     path: MmaPath,
+    /// The tensor parameters accessed with 16-byte vectors.
+    vectorized: &'a [usize],
     vec: usize,
     layouts: Layouts,
     /// Definitions re-created at each use.
@@ -516,7 +512,7 @@ struct Pass {
     operand_layouts: Vec<Layout>,
 }
 
-impl Pass {
+impl Pass<'_> {
     fn blocked(&self, shape: &[usize]) -> Layout {
         Layout::blocked(shape, self.num_warps, self.vec)
     }
@@ -629,15 +625,20 @@ impl Pass {
                 };
                 self.layouts.insert(r, l);
             }
-            OpKind::Store { value, .. } => {
+            OpKind::Store { tensor, value, .. } => {
                 // Stores move 16-byte runs of a row: a tile held in shorter
                 // runs along its last dimension (an `mma` accumulator, a
                 // transpose) is stored from the blocked layout instead, the
                 // conversion going through shared memory.
+                // Unless the tensor is stored with vectors and a warp's store
+                // still writes whole 32-byte sectors (an f32 accumulator:
+                // 8 bytes a thread, 4 lanes along a row).
                 let mut l = self.natural(*value);
                 let blocked = self.blocked(&l.shape);
                 let last = l.shape.len() - 1;
-                if l.contiguous_run(last) < blocked.contiguous_run(last) {
+                let sector = 32 / smem_bytes(self.values[*value].dtype);
+                let whole_sectors = self.vectorized.contains(tensor) && l.warp_run(last) >= sector;
+                if l.contiguous_run(last) < blocked.contiguous_run(last) && !whole_sectors {
                     l = blocked;
                 }
                 *value = self.materialize(*value, &l, out, span);
@@ -929,38 +930,30 @@ mod tests {
             // Warpgroups along M hold copies of `b`'s fragment.
             let copies = warps as usize / 4 / (n / 64).min(warps as usize / 4);
             assert!(seen_frag.iter().all(|&s| s == copies), "{m}x{n} on {warps} warps");
-            // The product's m64nNk8 fragments, with its rows relabelled:
-            // A register i holds row 16w + lane/4 (+8 for i odd), K column
-            // lane%4 (+4 for i >= 2); D register 4j + i holds the same rows
-            // at column 8j + 2(lane%4) + i%2.
-            let n_of = |row: usize| (0..6).filter(|b| row >> b & 1 == 1).map(|b| 1 << swapped_row_bit(b)).sum::<usize>();
+            // The product's m64nNk8 fragments: A register i holds row
+            // 16w + lane/4 (+8 for i odd), K column lane%4 (+4 for i >= 2);
+            // D register 4j + i holds the same rows at column 8j + 2(lane%4) + i%2.
             let (lane, warp) = (13, 2);
             let tid = 32 * warp + lane;
             for i in 0..4 {
                 let row = 16 * warp + lane / 4 + 8 * (i % 2);
-                assert_eq!(frag.coord(i, tid), vec![lane % 4 + 4 * (i / 2), n_of(row)]);
+                assert_eq!(frag.coord(i, tid), vec![lane % 4 + 4 * (i / 2), row]);
                 for j in 0..4 {
                     let row = 16 * warp + lane / 4 + 8 * (i / 2);
-                    assert_eq!(acc.coord(4 * j + i, tid), vec![8 * j + 2 * (lane % 4) + i % 2, n_of(row)]);
+                    assert_eq!(acc.coord(4 * j + i, tid), vec![8 * j + 2 * (lane % 4) + i % 2, row]);
                 }
             }
         }
     }
 
     #[test]
-    fn a_warp_reads_the_transposed_products_fragment_from_distinct_banks() {
-        // `b`'s [32, 128] f32 tile, N-major, 128-byte swizzle: 32-column
-        // panels, chunk (n % 32) / 4 XOR (k % 8) within a 128-byte line.
-        let bank = |c: &[usize]| ((((c[1] % 32) / 4) ^ (c[0] % 8)) * 4 + c[1] % 4) % 32;
-        let frag = Layout::wgmma_a_swapped(32, 128, 128, 8).expect("fits wgmma");
-        for warp in 0..8 {
-            for r in 0..frag.num_regs() {
-                let mut banks: Vec<usize> = (0..32).map(|lane| bank(&frag.coord(r, 32 * warp + lane))).collect();
-                banks.sort();
-                banks.dedup();
-                assert_eq!(banks.len(), 32, "warp {warp}, register {r}");
-            }
-        }
+    fn warp_runs_count_the_lanes_that_continue_a_threads_run() {
+        // mma.sync's accumulator: 2 columns a thread, 4 lanes along the row.
+        assert_eq!(Layout::mma_acc(64, 64, 4).warp_run(1), 8);
+        assert_eq!(Layout::mma_acc(64, 64, 4).warp_run(0), 8);
+        // Its transpose: one element a thread, 8 lanes along the row.
+        assert_eq!(Layout::wgmma_acc_swapped(128, 128, 8).expect("fits").warp_run(1), 8);
+        assert_eq!(Layout::blocked(&[64, 64], 4, 4).warp_run(1), 64);
     }
 
     #[test]

@@ -257,8 +257,9 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             // Each variant serves arguments the one before cannot (an LM
             // head's output rows are not 16-byte aligned).
             let tensors = func.tensor_params();
-            // The specialization with `num_warps` warps and layouts for `path`.
-            let laid_out = |num_warps: u32, path: layout::MmaPath| {
+            // The specialization with `num_warps` warps and layouts for
+            // `path`, with the `vectorized` tensors accessed with vectors.
+            let laid_out = |num_warps: u32, path: layout::MmaPath, vectorized: &[usize]| {
                 let mut f = ir::Func {
                     name: func.name.clone(),
                     params: func.params.clone(),
@@ -266,31 +267,34 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     body: func.body.clone(),
                     num_warps,
                 };
-                let layouts = layout::assign_layouts(&mut f, path);
+                let layouts = layout::assign_layouts(&mut f, path, vectorized);
                 simplify::remove_dead(&mut f);
                 (f, layouts)
             };
-            let portable = |vectors: bool| {
+            let portable = |vectorized: &[usize]| {
                 laid_out(
-                    scalar_warps(&func, vectors || kernel.num_warps.is_some()),
+                    scalar_warps(&func, !vectorized.is_empty() || kernel.num_warps.is_some()),
                     layout::MmaPath::Portable,
+                    vectorized,
                 )
             };
             let entry = |kind: &str| format!("{}{}_{kind}", kernel.name, suffix);
-            let (f, layouts) = portable(true);
+            let (f, layouts) = portable(&tensors);
             let lowered = lower::lower(&f, &layouts, &tensors, &entry("v"), kernel.num_stages).map_err(in_variant)?;
             let operands = lowered.pipelined.clone();
             variants.push(variant(tensors.clone(), entry("v"), lowered, None));
             if !operands.is_empty() && operands != tensors {
+                let (f, layouts) = portable(&operands);
                 let lowered =
                     lower::lower(&f, &layouts, &operands, &entry("vs"), kernel.num_stages).map_err(in_variant)?;
                 variants.push(variant(operands, entry("vs"), lowered, None));
             }
-            let (f, layouts) = portable(false);
+            let (f, layouts) = portable(&[]);
             let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
             variants.push(variant(Vec::new(), entry("s"), lowered, None));
             if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
-                let (f, layouts) = laid_out(num_warps, layout::MmaPath::Wgmma);
+                let wgmma = |vectorized: &[usize]| laid_out(num_warps, layout::MmaPath::Wgmma, vectorized);
+                let (f, layouts) = wgmma(&tensors);
                 let sm90a = Some(Target::Sm90a);
                 if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
                     .map_err(in_variant)?
@@ -298,12 +302,12 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                     // As above: a second variant with vectors (TMA) for the operands only.
                     let operands = lowered.pipelined.clone();
                     variants.push(variant(tensors.clone(), entry("wgmma"), lowered, sm90a));
-                    if operands != tensors
-                        && let Some(lowered) =
-                            lower::lower_wgmma(&f, &layouts, &operands, &entry("wgmma_s"), kernel.num_stages)
-                                .map_err(in_variant)?
-                    {
-                        variants.push(variant(operands, entry("wgmma_s"), lowered, sm90a));
+                    if operands != tensors {
+                        let (f, layouts) = wgmma(&operands);
+                        let lowered = lower::lower_wgmma(&f, &layouts, &operands, &entry("wgmma_s"), kernel.num_stages);
+                        if let Some(lowered) = lowered.map_err(in_variant)? {
+                            variants.push(variant(operands, entry("wgmma_s"), lowered, sm90a));
+                        }
                     }
                 }
             }

@@ -309,14 +309,43 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
 }
 
 #[test]
-fn tf32_wgmma_reads_a_row_major_b_that_the_producer_transposes() {
-    // tf32 `wgmma` reads both operands K-major; a row-major `b` ([K, N]) is
-    // transposed in its stage by the producer's other warps.
+fn tf32_wgmma_reads_a_row_major_b_into_registers() {
+    // tf32 `wgmma` reads shared-memory operands K-major only: with a
+    // row-major `b` ([K, N]) it computes `b^T a^T`, `b` read from its stage
+    // into registers (rounded to tf32) as the A operand, `a` through a descriptor.
     let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     let p = &w.ptx;
     assert!(w.persistent && w.threads == 384);
-    assert!(p.contains("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"));
+    let product = "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32";
+    assert_eq!(p.matches(product).count(), 4);
+    assert!(p.lines().filter(|l| l.contains(product)).all(|l| l.contains("}, {%r")));
+    assert!(p.contains("cvt.rna.tf32.f32") && !p.contains("bar.sync 2, 96;"));
+    // Two groups per K-step, the second half's registers read once the
+    // previous iteration's group on them is done; one group left running.
+    assert_eq!(p.matches("wgmma.commit_group.sync.aligned;").count(), 2);
+    assert_eq!(p.matches("wgmma.wait_group.sync.aligned 1;").count(), 2);
+    // No transposing producer: it keeps few registers.
+    assert!(p.contains("setmaxnreg.dec.sync.aligned.u32 40;") && p.contains("setmaxnreg.inc.sync.aligned.u32 232;"));
+}
+
+#[test]
+fn tf32_wgmma_reads_an_m_major_a_that_the_producer_transposes() {
+    // An `a` loaded M-major (`a^T @ b`) is transposed in its stage by the
+    // producer's other warps.
+    let k = compile(
+        "BM = [128], BN = [128], BK = [32]",
+        "fn at_b<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<f32>, b: &Tensor<f32>, c: &mut Tensor<f32>) {
+            let mut acc = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(0), BK) {
+                acc = mma(a.load([k, 0], [BK, BM]).transpose(), b.load([k, 0], [BK, BN]), acc);
+            }
+            c.store([0, 0], acc);
+        }",
+    );
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    let p = &w.ptx;
+    assert!(w.persistent && w.threads == 384);
     // Three warps transpose: they read every block before any is overwritten,
     // then hand the stage to wgmma's async proxy and arrive on its ready barrier.
     assert!(p.contains("bar.sync 2, 96;") && p.contains("fence.proxy.async.shared::cta;"));

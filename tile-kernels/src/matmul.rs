@@ -22,13 +22,13 @@ pub const TILES: [&str; 10] = [
     "64x64x32",
 ];
 
-/// The tiles built for element type `T`: for f32 (tf32) operands, neither
-/// 256 columns nor a K-step of 64, where their fragments would spill
-/// registers (the kernels skip those combinations).
+/// The tiles built for element type `T`: for f32 (tf32) operands, no
+/// K-step of 64, where their fragments would spill registers (the kernels
+/// skip those combinations).
 pub fn tiles<T: Element>() -> Vec<&'static str> {
     TILES
         .into_iter()
-        .filter(|t| T::DTYPE != tile::DType::F32 || !(t.contains("x256") || t.ends_with("x64")))
+        .filter(|t| T::DTYPE != tile::DType::F32 || !t.ends_with("x64"))
         .collect()
 }
 
@@ -129,7 +129,7 @@ pub fn run_linear<T: Element>(
     BM = [64, 128],
     BN = [64, 128, 256],
     BK = [32, 64],
-    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+    skip = [(T = f32, BK = 64)]
 )]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
     let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8);
@@ -153,7 +153,7 @@ pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
     BM = [64, 128],
     BN = [64, 128, 256],
     BK = [32, 64],
-    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+    skip = [(T = f32, BK = 64)]
 )]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
@@ -208,7 +208,7 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     BM = [64, 128],
     BN = [64, 128, 256],
     BK = [32, 64],
-    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+    skip = [(T = f32, BK = 64)]
 )]
 pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
     a: &Tensor<T>,

@@ -13,7 +13,6 @@ use super::{Lower, MmaPath, Operand};
 use crate::ir::*;
 use crate::layout::Layout;
 use crate::ptx::RegClass;
-use std::collections::HashSet;
 
 /// Shared memory a pipeline's stages may take (dynamic shared memory: the
 /// launcher raises the kernel's limit past the 48 KiB default). `wgmma`
@@ -106,20 +105,6 @@ impl Plan {
     }
 }
 
-/// Values defined inside `ops` (nested bodies included).
-fn defined(ops: &[Op], out: &mut HashSet<ValueId>) {
-    for op in ops {
-        out.extend(&op.results);
-        if let OpKind::For { var, args, .. } = &op.kind {
-            out.insert(*var);
-            out.extend(args);
-        }
-        for b in op.kind.bodies() {
-            defined(b, out);
-        }
-    }
-}
-
 pub(super) fn uses(ops: &[Op], v: ValueId) -> usize {
     ops.iter()
         .map(|op| {
@@ -137,8 +122,7 @@ impl Lower<'_> {
     /// `transposing` (a warp-specialized producer), tf32 tiles that `wgmma`
     /// cannot read as loaded are transposed in their stage.
     pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool) -> Option<Plan> {
-        let mut inside = HashSet::new();
-        defined(body, &mut inside);
+        let inside = defined_in(body);
         let def = |v: ValueId| body.iter().find(|op| op.results.first() == Some(&v));
         let mut staged = Vec::new();
         let mut offset = 0;

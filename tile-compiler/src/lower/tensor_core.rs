@@ -4,7 +4,7 @@
 use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
 use crate::ir::*;
-use crate::layout::Layout;
+use crate::layout::{Bit, Layout};
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
 
@@ -34,6 +34,24 @@ impl Swizzle {
 
     fn phases(&self) -> usize {
         self.line_bytes() / 16
+    }
+
+    /// The bytes a set bit `bit` of an element's row (`row`) or column
+    /// index (elements of `eb` bytes) adds to its address whatever the
+    /// other bits are, or `None` for the bits the XOR pattern mixes: the
+    /// rows' phase and the columns' chunk within a line.
+    fn bit_offset(&self, row: bool, bit: u32, eb: usize) -> Option<usize> {
+        let (per_line, phases) = (self.rows_per_line().trailing_zeros(), self.phases().trailing_zeros());
+        if row {
+            return (!(per_line..per_line + phases).contains(&bit)).then(|| (1 << bit) * self.line_bytes());
+        }
+        let byte_bit = bit + eb.trailing_zeros();
+        match byte_bit.checked_sub(4) {
+            None => Some((1 << bit) * eb),
+            Some(chunk_bit) if chunk_bit < phases => None,
+            // Past a 128-byte line: the panel.
+            Some(chunk_bit) => Some((1 << (chunk_bit - 3)) * self.rows * 128),
+        }
     }
 }
 
@@ -202,7 +220,13 @@ impl Lower<'_> {
             rows: lb.shape[other],
             row_bytes: lb.shape[contiguous] * 4,
         };
-        // Each element's offset depends only on the thread: computed once.
+        // Register bits the swizzle mixes pick one of a few per-thread
+        // offsets, computed once; the others add constants.
+        let offset_of = |(d, b): Bit| sw.bit_offset(d == other, b, 4);
+        let mixed: usize = (0..lb.reg.len())
+            .filter(|&i| offset_of(lb.reg[i]).is_none())
+            .map(|i| 1 << i)
+            .sum();
         let key = (lb.clone(), contiguous, "ld.shared");
         let offsets = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
@@ -212,6 +236,7 @@ impl Lower<'_> {
                     let zero = l.reg(RegClass::B32);
                     l.emit(format!("mov.b32 {zero}, 0;"));
                     (0..lb.num_regs())
+                        .filter(|r| r & !mixed == 0)
                         .map(|r| {
                             let c = lb.reg_coord(r);
                             let row = l.plus(&tc[other], c[other]);
@@ -230,12 +255,28 @@ impl Lower<'_> {
                 o
             }
         };
-        offsets
+        // The per-thread offsets in class order: class `c` is `pdep(c, mixed)`.
+        let classes: Vec<usize> = (0..lb.num_regs()).filter(|r| r & !mixed == 0).collect();
+        let addresses: Vec<String> = offsets
             .iter()
             .map(|off| {
-                let (a, d) = (self.reg(RegClass::B32), self.reg(RegClass::F32));
+                let a = self.reg(RegClass::B32);
                 self.emit(format!("add.s32 {a}, {base}, {off};"));
-                self.emit(format!("ld.shared.f32 {d}, [{a}];"));
+                a
+            })
+            .collect();
+        (0..lb.num_regs())
+            .map(|r| {
+                let class = classes
+                    .iter()
+                    .position(|&c| c == r & mixed)
+                    .expect("every class has an offset");
+                let fixed: usize = (0..lb.reg.len())
+                    .filter(|&i| (r & !mixed) >> i & 1 == 1)
+                    .map(|i| offset_of(lb.reg[i]).expect("not mixed"))
+                    .sum();
+                let d = self.reg(RegClass::F32);
+                self.emit(format!("ld.shared.f32 {d}, [{}+{fixed}];", addresses[class]));
                 d
             })
             .collect()
@@ -410,5 +451,52 @@ impl Lower<'_> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Swizzle;
+
+    /// The address of element (`row`, `col`) as `Swizzle::swizzled` computes it.
+    fn address(sw: &Swizzle, row: usize, col: usize, eb: usize) -> usize {
+        let byte = col * eb;
+        let (chunk, within) = (byte / 16, byte % 16);
+        let phase = (row / sw.rows_per_line()) % sw.phases();
+        let c = chunk ^ phase;
+        let at = if sw.row_bytes > 128 {
+            ((c >> 3) * sw.rows * 8 + row * 8 + (c & 7)) * 16
+        } else {
+            c * 16 + row * sw.row_bytes
+        };
+        at + within
+    }
+
+    #[test]
+    fn bits_the_swizzle_leaves_alone_add_constant_offsets() {
+        for (rows, cols, eb) in [(32, 128, 4), (32, 32, 4), (16, 16, 4), (64, 64, 2), (8, 256, 4)] {
+            let sw = Swizzle {
+                rows,
+                row_bytes: cols * eb,
+            };
+            for (row, dim_bits) in [(true, rows.trailing_zeros()), (false, cols.trailing_zeros())] {
+                for bit in 0..dim_bits {
+                    let Some(offset) = sw.bit_offset(row, bit, eb) else {
+                        continue;
+                    };
+                    for r in (0..rows).filter(|r| !row || r >> bit & 1 == 0) {
+                        for c in (0..cols).filter(|c| row || c >> bit & 1 == 0) {
+                            let (r2, c2) = if row { (r | 1 << bit, c) } else { (r, c | 1 << bit) };
+                            assert_eq!(
+                                address(&sw, r2, c2, eb),
+                                address(&sw, r, c, eb) + offset,
+                                "{rows}x{cols} ({eb} B): {} bit {bit}",
+                                if row { "row" } else { "column" }
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 }

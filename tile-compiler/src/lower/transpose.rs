@@ -1,8 +1,9 @@
 //! Transposed operand tiles for tf32 `wgmma` (warp specialization).
 //!
-//! tf32 `wgmma` reads both operands K-major, so a `b` loaded N-major (the
-//! row-major `[K, N]` tile of a plain `a @ b`) or an `a` loaded M-major
-//! cannot be read as TMA writes it. The producer's warps after its first
+//! tf32 `wgmma` reads shared-memory operands K-major only. A `b` loaded
+//! N-major beside a K-major `a` (a plain `a @ b`) is read into registers
+//! instead ([`super::wgmma`], the product computed transposed); an `a`
+//! loaded M-major (`a^T @ b`) cannot be read as TMA writes it. The producer's warps after its first
 //! (which issues the copies) follow the stages as the consumers do: they
 //! wait for a stage's copies, read such a tile into registers in 4 x 4
 //! blocks (four 16-byte rows each), synchronize among themselves, write

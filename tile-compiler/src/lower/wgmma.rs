@@ -1,15 +1,18 @@
 //! Hopper's warpgroup tensor cores (sm_90a): `wgmma.mma_async` reads both
 //! operands straight from the pipeline's swizzled shared-memory stages
 //! through matrix descriptors and accumulates in registers laid out as
-//! [`Layout::wgmma_acc`](crate::layout::Layout::wgmma_acc). A kernel gets
-//! this variant only when every `mma` in it can take the path; otherwise it
-//! keeps its portable `mma.sync` variant alone.
+//! [`Layout::wgmma_acc`](crate::layout::Layout::wgmma_acc). tf32 operands
+//! must be K-major there; with an N-major `b` (a row-major `[K, N]` tile)
+//! the product is computed transposed, `b^T a^T`, `b` read from its stage
+//! into registers as the A operand. A kernel gets this variant only when
+//! every `mma` in it can take the path; otherwise it keeps its portable
+//! `mma.sync` variant alone.
 
 use super::tensor_core::{ACC, Swizzle};
 use super::{Lower, Operand};
 use crate::dtype::DType;
 use crate::ir::ValueId;
-use crate::layout::{Bit, Layout, swapped_row_bit, wgmma_warpgroups};
+use crate::layout::{Bit, Layout, wgmma_warpgroups};
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
 
@@ -268,7 +271,10 @@ impl Lower<'_> {
             let Some(oa) = op_a.offset(m0, 0) else {
                 return Err("a warpgroup's operand block does not start where a descriptor can");
             };
-            if !steps.iter().all(|s| a_offset(m0, s).is_some_and(|o| Some(o) == a_offset(0, s).map(|x| x + oa))) {
+            if !steps
+                .iter()
+                .all(|s| a_offset(m0, s).is_some_and(|o| Some(o) == a_offset(0, s).map(|x| x + oa)))
+            {
                 return Err("an operand sub-block's offset depends on the warpgroup");
             }
             origins.push(oa);
@@ -292,21 +298,23 @@ impl Lower<'_> {
         // while the first half's group runs, and the next iteration's first
         // half while this one's second runs.
         let k_steps = k / step_k;
-        let halves = if self.wgmma_in_flight == 1 && k_steps >= 2 {
-            vec![0..k_steps / 2, k_steps / 2..k_steps]
+        let split = if self.wgmma_in_flight == 1 && k_steps >= 2 {
+            k_steps / 2
         } else {
-            vec![0..k_steps]
+            k_steps
         };
+        let halves = [0..split, split..k_steps];
+        let halves = &halves[..if split < k_steps { 2 } else { 1 }];
         for (h, half) in halves.iter().enumerate() {
             if h > 0 {
                 // The previous iteration's group on these registers must be done.
                 self.emit("wgmma.wait_group.sync.aligned 1;");
             }
             let mut fragments = HashMap::new();
-            for r in 0..fragment.num_regs() {
+            for (r, element) in elements.iter().enumerate() {
                 if half.contains(&(r / 4 % k_steps)) {
                     let t = self.reg(RegClass::B32);
-                    self.emit(format!("cvt.rna.tf32.f32 {t}, {};", elements[r]));
+                    self.emit(format!("cvt.rna.tf32.f32 {t}, {element};"));
                     fragments.insert(r, t);
                 }
             }
@@ -314,10 +322,13 @@ impl Lower<'_> {
             for s @ &(ks, slab, mi) in steps.iter().filter(|s| half.contains(&s.0)) {
                 let d = self.offset_descriptor(&desc, a_offset(0, s).expect("checked above"));
                 let first = 4 * (ks + k_steps * slab);
-                // Product element (row, col) is `acc[col][row]`, its rows relabelled.
+                // Product element (row, col) is `acc[col][row]`.
                 let regs: Vec<String> = (0..m_step / 8)
-                    .flat_map(|j| ACC.iter().map(move |&(dr, dc)| (slab * SLAB_M + dr, mi * m_step + j * 8 + dc)))
-                    .map(|(row, col)| out[index[&vec![col, relabel_row(row)]]].clone())
+                    .flat_map(|j| {
+                        ACC.iter()
+                            .map(move |&(dr, dc)| (slab * SLAB_M + dr, mi * m_step + j * 8 + dc))
+                    })
+                    .map(|(row, col)| out[index[&vec![col, row]]].clone())
                     .collect();
                 let a: Vec<&str> = (first..first + 4).map(|r| fragments[&r].as_str()).collect();
                 self.emit(format!(
@@ -367,12 +378,4 @@ fn warpgroup_origins(groups: &[Bit], num_warps: u32) -> Vec<(usize, usize)> {
             })
         })
         .collect()
-}
-
-/// The `n` a row of the transposed product stands for (bit by bit, [`swapped_row_bit`]).
-fn relabel_row(row: usize) -> usize {
-    (0..usize::BITS)
-        .filter(|&b| row >> b & 1 == 1)
-        .map(|b| 1 << swapped_row_bit(b))
-        .sum()
 }
