@@ -257,8 +257,8 @@ impl Lower<'_> {
             .cloned()
             .ok_or("an mma operand is not a tile that a pipelined loop loads")?;
         let fragment = Layout::wgmma_a_swapped(k, n, m, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
-        if !op_a.k_major || b_contiguous != 1 || self.layout(b).shape != fragment.shape || n * 4 < 128 {
-            return Err("tf32 wgmma reads a K-major a, and b from N-major rows of at least 128 bytes");
+        if !op_a.k_major || b_contiguous != 1 || self.layout(b).shape != fragment.shape {
+            return Err("tf32 wgmma reads a K-major a, and b from N-major rows");
         }
         let m_step = cols.min(MAX_N);
         // `a`'s sub-block each step reads, relative to the warpgroup's.
