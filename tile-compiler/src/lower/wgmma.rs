@@ -188,13 +188,8 @@ impl Lower<'_> {
             op_b.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?,
         );
 
-        let (wg_a, wg_b, scale_d) = self.in_prologue(|l| {
-            let group = l.reg(RegClass::B32);
-            l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
-            let p = l.reg(RegClass::Pred);
-            l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
-            (l.pick(&group, &a_origin), l.pick(&group, &b_origin), p)
-        });
+        let (picked, scale_d) = self.warpgroup_offsets(&[&a_origin, &b_origin]);
+        let (wg_a, wg_b) = (&picked[0], &picked[1]);
         let desc_a = self.descriptor(&op_a.base, &wg_a, bits_a);
         let desc_b = self.descriptor(&op_b.base, &wg_b, bits_b);
 
@@ -281,14 +276,8 @@ impl Lower<'_> {
         }
         let bits = op_a.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?;
 
-        let (wg, scale_d) = self.in_prologue(|l| {
-            let group = l.reg(RegClass::B32);
-            l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
-            let p = l.reg(RegClass::Pred);
-            l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
-            (l.pick(&group, &origins), p)
-        });
-        let desc = self.descriptor(&op_a.base, &wg, bits);
+        let (picked, scale_d) = self.warpgroup_offsets(&[&origins]);
+        let desc = self.descriptor(&op_a.base, &picked[0], bits);
         let index = self.layout(acc).reg_index();
         let out = self.regs_of(acc);
         // `b`'s fragment: register `i + 4 (ks + K/8 slab)`.
@@ -342,6 +331,19 @@ impl Lower<'_> {
         self.emit(format!("wgmma.wait_group.sync.aligned {};", halves.len() - 1));
         self.wgmma_count += 1;
         Ok(out)
+    }
+
+    /// Computed once before the loop: this thread's warpgroup's entry of
+    /// each table (byte offsets of its operand blocks), and the predicate
+    /// `wgmma` takes to add to its accumulator.
+    fn warpgroup_offsets(&mut self, tables: &[&[usize]]) -> (Vec<String>, String) {
+        self.in_prologue(|l| {
+            let group = l.reg(RegClass::B32);
+            l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
+            let p = l.reg(RegClass::Pred);
+            l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
+            (tables.iter().map(|t| l.pick(&group, t)).collect(), p)
+        })
     }
 
     /// A 64-bit matrix descriptor for the tile at `base + offset`.
