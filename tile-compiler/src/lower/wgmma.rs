@@ -190,8 +190,8 @@ impl Lower<'_> {
 
         let (picked, scale_d) = self.warpgroup_offsets(&[&a_origin, &b_origin]);
         let (wg_a, wg_b) = (&picked[0], &picked[1]);
-        let desc_a = self.descriptor(&op_a.base, &wg_a, bits_a);
-        let desc_b = self.descriptor(&op_b.base, &wg_b, bits_b);
+        let desc_a = self.descriptor(&op_a.base, wg_a, bits_a);
+        let desc_b = self.descriptor(&op_b.base, wg_b, bits_b);
 
         let lc = self.layout(acc);
         let index = lc.reg_index();
