@@ -255,7 +255,7 @@ impl Lower<'_> {
                 o
             }
         };
-        // The per-thread offsets in class order: class `c` is `pdep(c, mixed)`.
+        // One address per combination of the mixed bits (its registers' class).
         let classes: Vec<usize> = (0..lb.num_regs()).filter(|r| r & !mixed == 0).collect();
         let addresses: Vec<String> = offsets
             .iter()
