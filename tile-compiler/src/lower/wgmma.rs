@@ -127,20 +127,20 @@ impl Lower<'_> {
         if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
             return Err("wgmma takes 16-bit or f32 (tf32) operands");
         }
-        if self.register_b.contains(&b) {
-            return self.wgmma_swapped(a, b, acc);
-        }
         let step_k = STEP_K_BYTES / dtype.bytes();
         let (m, k, n) = (
             self.layout(a).shape[0],
             self.layout(a).shape[1],
             self.layout(b).shape[1],
         );
-        let num_warps = self.func.num_warps;
-        let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
         if k % step_k != 0 {
             return Err("K is not a multiple of one wgmma step (16, or 8 for tf32)");
         }
+        if self.register_b.contains(&b) {
+            return self.wgmma_swapped(a, b, acc, (m, k, n));
+        }
+        let num_warps = self.func.num_warps;
+        let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
         let (op_a, op_b) = (self.staged_operand(a, Operand::A)?, self.staged_operand(b, Operand::B)?);
         // Only 16-bit operands may be read transposed.
         let tf32 = dtype == DType::F32;
@@ -225,26 +225,25 @@ impl Lower<'_> {
         Ok(out)
     }
 
-    /// tf32 `acc + a @ b` with `a` K-major and `b` N-major, computed
+    /// tf32 `acc + a @ b` (`a: [m, k]`, `b: [k, n]`, K a whole number of
+    /// steps) with `a` K-major and `b` N-major, computed
     /// transposed: `acc^T += b^T a^T`. `b`'s tile goes from its stage into
     /// registers as `wgmma`'s A operand ([`Layout::wgmma_a_swapped`], rounded
     /// to tf32), `a`'s tile is its B operand, read through a descriptor as
     /// K-major; the accumulator has the matching transposed layout. A's
     /// registers are rewritten by the next iteration's reads: a group
     /// reading them must be done by then.
-    fn wgmma_swapped(&mut self, a: ValueId, b: ValueId, acc: ValueId) -> Result<Vec<String>, Unsupported> {
-        let (m, k, n) = (
-            self.layout(a).shape[0],
-            self.layout(a).shape[1],
-            self.layout(b).shape[1],
-        );
+    fn wgmma_swapped(
+        &mut self,
+        a: ValueId,
+        b: ValueId,
+        acc: ValueId,
+        (m, k, n): (usize, usize, usize),
+    ) -> Result<Vec<String>, Unsupported> {
         let num_warps = self.func.num_warps;
         // The product is `[n, m]`: each warpgroup computes `rows` of N by `cols` of M.
         let (groups, rows, cols) = wgmma_warpgroups(n, m, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
         let step_k = STEP_K_BYTES / 4;
-        if k % step_k != 0 {
-            return Err("K is not a multiple of one wgmma step (8 for tf32)");
-        }
         let op_a = self.staged_operand(a, Operand::A)?;
         let (b_base, b_contiguous, _) = self
             .staged_reads
