@@ -396,6 +396,46 @@ fn persistent_blocks_cover_every_tile() {
     });
 }
 
+/// K-loops far longer than the pipeline is deep, on a persistent grid with
+/// several tiles per block: where two consumer warpgroups take turns
+/// (the `wgmma` variants of one-warpgroup tiles), each skips the other's
+/// stages, many phases of their mbarriers ahead. Against the f64 reference.
+#[test]
+fn persistent_blocks_run_long_k_loops() {
+    let Some((d, s)) = gpu("persistent_blocks_run_long_k_loops") else {
+        return;
+    };
+    let mut rng = Rng::new(29);
+    // 14 x 14 tiles of 128x128 (27 x 27 of 64x64): more than the blocks
+    // running; 16 K-steps of 64 (32 of 32), at most 6 stages.
+    let (m, n, k) = (1700, 1672, 1000);
+    long_k_case::<bf16>(&s, &mut rng, (m, n, k), bf16::TOL);
+    long_k_case::<f32>(&s, &mut rng, (m, n, k), 2e-3);
+    if d.target() == tile::Target::Sm90a {
+        let launched = d.launched_variants();
+        for entry in ["linear_bf16_128_128_64_wgmma", "linear_f32_64_256_32_wgmma"] {
+            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
+        }
+    }
+}
+
+fn long_k_case<T: Num>(s: &Stream, rng: &mut Rng, (m, n, k): (usize, usize, usize), tol: f64) {
+    use tile_kernels::matmul;
+    let (x, w, b) = (rng.normals(m * k, 1.0), rng.normals(n * k, 0.3), rng.normals(n, 1.0));
+    let want = linear_ref(&rounded::<T>(&x), &rounded::<T>(&w), &rounded::<T>(&b), m, n, k, false);
+    let (xd, wd, bd) = (
+        s.upload(&host::<T>(&x, &[m, k])).unwrap(),
+        s.upload(&host::<T>(&w, &[n, k])).unwrap(),
+        s.upload(&host::<T>(&b, &[n])).unwrap(),
+    );
+    for tile in matmul::tiles::<T>() {
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        matmul::launch_linear_tile(s, tile, (&xd, &wd, &bd), &mut yd, false).unwrap();
+        let what = format!("linear {} {m}x{n}x{k} tile {tile}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol);
+    }
+}
+
 fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {
     use tile_kernels::matmul;
     let x = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);

@@ -150,25 +150,30 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     warps as u32
 }
 
-/// Warps for a kernel's `wgmma` variant, when it has `mma`s: the hint, or
-/// one warpgroup, two when a tile has at least 128 rows and 128 x 128
-/// elements (each warpgroup then holds a 64-row slab or more).
-fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Option<u32> {
-    let groups = all_ops(&func.body)
+/// Warps for a kernel's `wgmma` variant, when it has `mma`s, in order of
+/// preference: the hint; or one warpgroup, and two when a tile has at
+/// least 128 rows and 128 x 128 elements (each warpgroup then holds a
+/// 64-row slab or more). A 128 x 128 tile prefers one warpgroup, if a
+/// second one can take turns with it on the tiles (the lowering's warp
+/// specialization decides): the epilogue of one then overlaps the other's
+/// K-loop. Two split it otherwise.
+fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Vec<u32> {
+    let Some(largest) = all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
-            ir::OpKind::Mma { acc, .. } => {
-                let shape = func.values[*acc].shape.as_ref()?;
-                Some(if shape[0] >= 128 && shape[0] * shape[1] >= 128 * 128 {
-                    2
-                } else {
-                    1
-                })
-            }
+            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
             _ => None,
         })
-        .max()?;
-    Some(hint.unwrap_or(4 * groups))
+        .max_by_key(|shape| (shape[0] * shape[1], shape[0]))
+    else {
+        return Vec::new();
+    };
+    match (hint, largest[0] >= 128, largest[0] * largest[1]) {
+        (Some(h), _, _) => vec![h],
+        (None, true, n) if n == 128 * 128 => vec![4, 8],
+        (None, true, n) if n > 128 * 128 => vec![8],
+        _ => vec![4],
+    }
 }
 
 /// The scalar-access variant of a tensor-core kernel stages operands through
@@ -292,13 +297,20 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             let (f, layouts) = portable(&[]);
             let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
             variants.push(variant(Vec::new(), entry("s"), lowered, None));
-            if let Some(num_warps) = wgmma_warps(&func, kernel.num_warps) {
+            let warp_choices = wgmma_warps(&func, kernel.num_warps);
+            for (choice, &num_warps) in warp_choices.iter().enumerate() {
                 let wgmma = |vectorized: &[usize]| laid_out(num_warps, layout::MmaPath::Wgmma, vectorized);
                 let (f, layouts) = wgmma(&tensors);
                 let sm90a = Some(Target::Sm90a);
-                if let Some(lowered) = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
-                    .map_err(in_variant)?
+                let lowered = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
+                    .map_err(in_variant)?;
+                if lowered
+                    .as_ref()
+                    .is_some_and(|l| num_warps == 4 && !l.ping_pong && choice + 1 < warp_choices.len())
                 {
+                    continue;
+                }
+                if let Some(lowered) = lowered {
                     // As above: a second variant with vectors (TMA) for the operands only.
                     let operands = lowered.pipelined.clone();
                     variants.push(variant(tensors.clone(), entry("wgmma"), lowered, sm90a));
@@ -310,6 +322,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                         }
                     }
                 }
+                break;
             }
             funcs.push(Specialization {
                 types: types.clone(),

@@ -162,11 +162,14 @@ pub struct SharedMemory {
     pub dynamic: bool,
 }
 
-/// Assembles an `.entry` (without the module header).
+/// Assembles an `.entry` (without the module header). `max_registers`:
+/// each thread's registers at entry, which ptxas must know when the kernel
+/// moves registers between warps (`setmaxnreg`).
 pub fn entry(
     name: &str,
     params: &[EntryParam],
     threads: u32,
+    max_registers: Option<u32>,
     regs: &Regs,
     shared: SharedMemory,
     body: (&[String], &[String]),
@@ -188,7 +191,11 @@ pub fn entry(
         })
         .collect();
     writeln!(s, "{}\n)", ps.join(",\n")).expect("write");
-    writeln!(s, ".maxntid {threads}, 1, 1\n{{").expect("write");
+    writeln!(s, ".maxntid {threads}, 1, 1").expect("write");
+    if let Some(n) = max_registers {
+        writeln!(s, ".maxnreg {n}").expect("write");
+    }
+    s.push_str("{\n");
     s.push_str(&regs.declarations());
     if shared_bytes > 0 {
         writeln!(s, "\t.shared .align 128 .b8 smem[{shared_bytes}];").expect("write");

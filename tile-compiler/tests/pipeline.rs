@@ -247,7 +247,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
 
 #[test]
 fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
-    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
+    let k = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     let p = &w.ptx;
     assert!(
@@ -267,6 +267,37 @@ fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
     assert_eq!(p.matches("mbarrier.try_wait.parity").count(), 2);
     // Blocks of the launch are taken in steps of the blocks running.
     assert!(p.contains("%nctaid.x"));
+}
+
+#[test]
+fn one_warpgroups_tiles_get_two_consumer_warpgroups_taking_turns() {
+    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    let p = &w.ptx;
+    // One warpgroup computes a 128x128 tile (two 64-row slabs); a second
+    // takes every other block; the producer's warpgroup gives them registers.
+    assert_eq!(w.threads, 3 * 128);
+    assert_eq!(p.matches("wgmma.mma_async.sync.aligned.m64n128k16").count(), 2 * 4);
+    assert!(p.contains("setmaxnreg.inc.sync.aligned.u32 232;") && p.contains(".maxnreg 168"));
+    // Each team synchronizes alone (named barriers 1 and 2, 128 threads),
+    // and stores through its own 32 KiB tile, after the other's.
+    assert_eq!(p.matches("bar.sync 0;").count(), 1);
+    assert!(!p.contains("bar.sync 1,"));
+    let barriers = |what: &str, threads: &str| p.lines().filter(|l| l.contains(what) && l.ends_with(threads)).count();
+    assert_eq!(barriers("bar.sync %r", ", 128;"), 2);
+    assert!(p.contains(", 32768;"), "the second team's scratch offset");
+    // A stage is read by one team's four warps, and the last one of a
+    // loop goes back as it ends: released in the loop and after it.
+    assert!(p.contains("], 4;"));
+    assert_eq!(p.matches("mbarrier.arrive.shared::cta.b64").count(), 2);
+    // Each team skips the other's blocks: the read stage moves on by
+    // their K-steps, modulo the stages, the phase flipping on each wrap.
+    assert_eq!(p.matches("rem.u32").count(), 2);
+    assert_eq!(p.matches("div.u32").count(), 2);
+    // A team's K-loop waits for its turn (but its first), which the other
+    // team passes it after its own K-loop, both teams' threads counted.
+    assert_eq!(barriers("bar.sync %r", ", 256;"), 1);
+    assert_eq!(barriers("bar.arrive %r", ", 256;"), 1);
 }
 
 #[test]
@@ -369,12 +400,13 @@ fn tf32_wgmma_serves_x_times_w_transposed() {
         }",
     );
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    // Four K-steps of 8, no transposition flags (tf32 takes none).
+    // Four K-steps of 8 on each of the tile's two 64-row slabs, no
+    // transposition flags (tf32 takes none).
     let p = &w.ptx;
     assert_eq!(
         p.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
             .count(),
-        4
+        8
     );
     assert!(p.contains(", 1, 1;") && !p.contains(", 1, 1, 0"));
     assert!(w.persistent && p.contains("setmaxnreg.inc"));
@@ -395,9 +427,14 @@ fn num_stages_sets_the_pipeline_depth() {
             .expect("vector variant");
         assert_eq!(v.dynamic_shared_bytes, stages * stage);
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
-        // On sm_90a the full and empty mbarriers follow the stages.
+        // On sm_90a the full and empty mbarriers follow the stages, then
+        // the two consumer teams' 32 KiB tiles the accumulator is stored
+        // through (past what static shared memory takes).
         let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-        assert_eq!(w.dynamic_shared_bytes, stages * stage + 16 * stages);
+        assert_eq!(
+            w.dynamic_shared_bytes,
+            (stages * stage + 16 * stages).next_multiple_of(128) + 2 * 128 * 128 * 2
+        );
     }
 }
 

@@ -67,6 +67,8 @@ pub struct Lowered {
     /// The tensors whose tiles `mma` pipelines copy into shared memory
     /// (`cp.async` or TMA), sorted.
     pub pipelined: Vec<usize>,
+    /// Two consumer warpgroups take turns on the tiles (see [`specialize`]).
+    pub ping_pong: bool,
 }
 
 /// Lowers one specialization. The tensor parameters in `vectorized` are
@@ -87,6 +89,8 @@ pub fn lower(
         num_stages,
         scratch_offset: None,
         stage_budget: None,
+        ping_pong: false,
+        team_scratch: None,
     };
     lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
 }
@@ -108,21 +112,27 @@ pub fn lower_wgmma(
         num_stages,
         scratch_offset: None,
         stage_budget: None,
+        ping_pong: true,
+        team_scratch: None,
     };
     let (lowered, l) = lower_with(func, layouts, vectorized, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
 }
 
 /// How to lower: the `mma` instructions, the pipeline depth, where the
-/// scratch area lives (`None`: static shared memory), and the shared memory
+/// scratch area lives (`None`: static shared memory), the shared memory
 /// pipeline stages may take when the default would leave the scratch area
-/// too little (`None`: the default).
+/// too little (`None`: the default), whether two consumer warpgroups
+/// may take turns on a warp-specialized kernel's tiles (see [`specialize`]),
+/// and then the bytes of each one's scratch area (`None`: not known yet).
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
     num_stages: Option<u32>,
     scratch_offset: Option<usize>,
     stage_budget: Option<usize>,
+    ping_pong: bool,
+    team_scratch: Option<usize>,
 }
 
 /// What the `wgmma` path found.
@@ -143,10 +153,14 @@ fn lower_with(
         num_stages,
         scratch_offset,
         stage_budget,
+        ping_pong,
+        team_scratch,
     } = how;
     let mut l = Lower {
         scratch_offset,
         stage_budget,
+        ping_pong,
+        team_scratch,
         num_stages,
         path,
         no_wgmma: None,
@@ -190,7 +204,20 @@ fn lower_with(
     params.append(&mut l.tma_params);
     let mut threads = func.num_warps * 32;
     if let Some(roles) = &l.roles {
-        threads += specialize::PRODUCER_THREADS;
+        if roles.teams > 1 && l.shared_bytes > 0 {
+            // Teams take a scratch area each, now that its size is known:
+            // lower again, each team's scratch after the one before.
+            let Some(per_team) = team_scratch else {
+                let how = Lowering {
+                    team_scratch: Some(l.shared_bytes.next_multiple_of(128)),
+                    ..how
+                };
+                return lower_with(func, layouts, vectorized, entry_name, how);
+            };
+            debug_assert!(l.shared_bytes <= per_team, "the same lowering takes the same scratch");
+            l.shared_bytes = per_team * roles.teams as usize;
+        }
+        threads = roles.consumers + specialize::PRODUCER_THREADS;
         params.push(roles.grid_param.clone());
     }
     if l.shared_bytes > MAX_SHARED_BYTES && scratch_offset.is_none() {
@@ -233,6 +260,7 @@ fn lower_with(
         entry_name,
         &params,
         threads,
+        l.roles.as_ref().and_then(|r| r.entry_registers),
         &l.regs,
         ptx::SharedMemory {
             static_bytes,
@@ -249,6 +277,7 @@ fn lower_with(
             tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
             persistent,
             pipelined: l.pipelined.into_iter().collect(),
+            ping_pong: l.roles.as_ref().is_some_and(|r| r.team.is_some()),
         },
         WgmmaReport {
             no_wgmma: l.no_wgmma,
@@ -307,6 +336,10 @@ struct Lower<'a> {
     scratch_offset: Option<usize>,
     /// Shared memory the pipeline stages may take, when less than the default.
     stage_budget: Option<usize>,
+    /// Whether two consumer warpgroups may take turns (see [`specialize`]),
+    /// and the bytes of each one's scratch area, once known.
+    ping_pong: bool,
+    team_scratch: Option<usize>,
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,
@@ -388,11 +421,18 @@ impl<'a> Lower<'a> {
     }
 
     /// A barrier among the threads that compute: the whole block, or with
-    /// warp specialization the consumer warps alone (named barrier 1).
+    /// warp specialization the consumer warps alone (named barrier 1), or
+    /// their team's (named barriers 1 and 2).
     fn barrier(&mut self) {
         match &self.roles {
             None => self.emit("bar.sync 0;"),
-            Some(r) => self.emit(format!("bar.sync 1, {};", r.consumers)),
+            Some(r) => {
+                let id = r
+                    .team
+                    .as_ref()
+                    .map_or(specialize::CONSUMER_BARRIER.to_string(), |t| t.barrier.clone());
+                self.emit(format!("bar.sync {id}, {};", r.consumers / r.teams))
+            }
         }
     }
 
@@ -536,14 +576,19 @@ impl<'a> Lower<'a> {
     /// The start of the scratch area (reductions, layout conversions,
     /// operand staging), in a new register.
     fn scratch_base(&mut self) -> String {
-        match self.scratch_offset {
+        let base = match self.scratch_offset {
             None => {
                 let base = self.reg(RegClass::B32);
                 self.emit(format!("mov.u32 {base}, smem;"));
                 base
             }
             Some(offset) => self.dynamic_address(offset, None),
+        };
+        // Teams taking turns: this thread's team's part.
+        if let Some(team) = self.roles.as_ref().and_then(|r| r.team.as_ref()?.scratch.clone()) {
+            self.emit(format!("add.s32 {base}, {base}, {team};"));
         }
+        base
     }
 
     /// `offset` bytes into dynamic shared memory, plus `index * stride`
@@ -1577,7 +1622,7 @@ impl<'a> Lower<'a> {
         let i = self.copy(RegClass::B32, &self.scalar(lo));
         let plan = match &self.roles {
             Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
-            _ => self.pipeline_plan(var, body, false),
+            _ => self.pipeline_plan(var, body, false, 1),
         };
         if let Some(plan) = &plan {
             self.pipeline_prologue(plan, &i, &self.scalar(hi));

@@ -120,8 +120,9 @@ impl Lower<'_> {
     /// loop variable and values from outside the loop, used only (through a
     /// transpose) by a conversion into an `mma` fragment layout. With
     /// `transposing` (a warp-specialized producer), tf32 tiles that `wgmma`
-    /// cannot read as loaded are transposed in their stage.
-    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool) -> Option<Plan> {
+    /// cannot read as loaded are transposed in their stage. `teams`: the
+    /// consumer warpgroups taking turns on the stages (see [`super::specialize`]).
+    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool, teams: u32) -> Option<Plan> {
         let inside = defined_in(body);
         let def = |v: ValueId| body.iter().find(|op| op.results.first() == Some(&v));
         let mut staged = Vec::new();
@@ -200,9 +201,10 @@ impl Lower<'_> {
         // share an SM while three stages fit in half of it, so that one
         // block's epilogue overlaps the other's K-loop (ncu, before warp
         // specialization: 128x128 tiles with six 32 KiB stages at one block
-        // per SM, tensor pipe 37% busy). Two consumer warpgroups and the
-        // producer's hold a whole SM's registers: they take the stages.
-        let one_warpgroup = self.func.num_warps == 4;
+        // per SM, tensor pipe 37% busy). Two consumer warpgroups (splitting
+        // a tile, or taking turns) and the producer's hold a whole SM's
+        // registers: they take the stages.
+        let one_warpgroup = self.func.num_warps == 4 && teams == 1;
         let stages = match (self.num_stages, self.path) {
             (Some(n), _) => n as usize,
             (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
@@ -404,9 +406,10 @@ impl Lower<'_> {
             self.emit("wgmma.wait_group.sync.aligned 0;");
         }
         if self.roles.is_some() {
-            // The last stage read goes back to the producer in the next
-            // block's first iteration (released here, ptxas would serialize
-            // the `wgmma`s); the consumers need no barrier among themselves.
+            // One team: the last stage read goes back to the producer in
+            // the next block's first iteration. Two: see `end_turn`. The
+            // consumers need no barrier among themselves.
+            self.end_turn();
             return;
         }
         self.emit("cp.async.wait_group 0;");

@@ -22,6 +22,14 @@
 //! their indices in turn and `num_blocks(0)` their count. The stages run on
 //! from one block's loop into the next, so the producer loads the next
 //! tile's operands while the consumers store the last one.
+//!
+//! When one warpgroup computes a whole tile, two consumer warpgroups take
+//! turns (CUTLASS's "ping-pong" schedule): each takes every other block of
+//! the block's share, and skips the stages of the other's. The producer
+//! fills the stages in block order, so one warpgroup's K-loop starts as the
+//! other's ends, and runs while the other stores its tile: the epilogue no
+//! longer stalls the tensor cores. Each stage is read by one warpgroup,
+//! which hands the last one of its loop back as soon as the loop ends.
 
 use super::Lower;
 use super::pipeline::Plan;
@@ -54,17 +62,71 @@ fn producer_registers(transposes: bool) -> u32 {
 /// `None` when every thread can have 255 (ptxas then ignores
 /// `setmaxnreg`: no cap at entry).
 fn consumer_registers(consumers: u32, producer: u32) -> Option<u32> {
-    let threads = consumers + PRODUCER_THREADS;
-    if threads * 255 <= REGISTER_FILE {
-        return None;
-    }
-    let start = REGISTER_FILE / threads / 8 * 8;
+    let start = entry_registers(consumers)?;
     let more = (start - producer) * PRODUCER_THREADS / consumers;
     Some(((start + more) / 8 * 8).min(240))
 }
 
+/// The even share of the register file each thread of a block with
+/// `consumers` consumer threads and the producer starts with, when that is
+/// short of the hardware's 255.
+fn entry_registers(consumers: u32) -> Option<u32> {
+    let threads = consumers + PRODUCER_THREADS;
+    (threads * 255 > REGISTER_FILE).then_some(REGISTER_FILE / threads / 8 * 8)
+}
+
 /// 32-bit registers in an SM's register file.
 const REGISTER_FILE: u32 = 65536;
+
+/// Registers per consumer thread that register tiles may take for two
+/// teams to take turns, of the 232 each thread then has (the rest hold
+/// addresses, descriptors and temporaries): in the K-loop, the
+/// accumulators and register-sourced operands (a 64x256 tf32 tile
+/// computed transposed, 128 + 64, spills); in the epilogue, the
+/// accumulators and the tiles it loads (a 64x256 tile and its bias,
+/// 128 + 64, fits; a 128x128 one and its residual, 128 + 128 + 32, spills).
+const TEAM_LOOP_REGISTERS: usize = 160;
+const TEAM_EPILOGUE_REGISTERS: usize = 192;
+
+/// `mma` ops in `ops`, nested bodies included.
+fn mmas(ops: &[Op]) -> Vec<&Op> {
+    let mut out = Vec::new();
+    for op in ops {
+        if matches!(op.kind, OpKind::Mma { .. }) {
+            out.push(op);
+        }
+        for body in op.kind.bodies() {
+            out.extend(mmas(body));
+        }
+    }
+    out
+}
+
+/// Named barrier of the consumers when they are one team (0 is the
+/// block's; [`super::transpose`] takes 2).
+pub(super) const CONSUMER_BARRIER: u32 = 1;
+/// Named barriers of two teams taking turns, each its own: the one they
+/// synchronize on among themselves, and their turn's (see [`Team`]).
+const TEAM_BARRIERS: u32 = 3;
+const TURN_BARRIERS: u32 = 5;
+
+/// One of two consumer teams taking turns, as its threads see it (registers).
+pub(super) struct Team {
+    /// The named barrier its threads synchronize on.
+    pub(super) barrier: String,
+    /// The offset of its scratch area (`None`: the kernel has none).
+    pub(super) scratch: Option<String>,
+    /// Its turn's named barrier, which it waits on before a K-loop and
+    /// the other team arrives on after the one before. A team's K-loop
+    /// thus starts once the other's has waited for its last stage: the
+    /// stage mbarriers' phases, told apart by parity alone, are then at
+    /// most one behind the one it waits for.
+    turn: String,
+    /// The other team's turn barrier.
+    other_turn: String,
+    /// Whether its next K-loop is the block's first, which waits for no turn.
+    first: String,
+}
 
 /// A warp-specialized kernel's roles.
 pub(super) struct Roles {
@@ -72,6 +134,13 @@ pub(super) struct Roles {
     pub(super) plan: Plan,
     /// Threads of the consumer role: the block's first ones.
     pub(super) consumers: u32,
+    /// Consumer warpgroups taking turns (see [`Lower::teams`]), and this
+    /// thread's team when there are two.
+    pub(super) teams: u32,
+    pub(super) team: Option<Team>,
+    /// Each thread's registers at entry when the roles then move some
+    /// (`setmaxnreg`): the even share.
+    pub(super) entry_registers: Option<u32>,
     /// The block being computed (what `block_id(0)` reads).
     pub(super) block: String,
     /// Blocks the kernel was launched with (what `num_blocks(0)` reads),
@@ -85,30 +154,50 @@ pub(super) struct Roles {
     lane0: String,
 }
 
-/// `mma` ops in `ops`, nested bodies included.
-fn mma_count(ops: &[Op]) -> usize {
-    ops.iter()
-        .map(|op| {
-            usize::from(matches!(op.kind, OpKind::Mma { .. }))
-                + op.kind.bodies().iter().map(|b| mma_count(b)).sum::<usize>()
-        })
-        .sum()
-}
-
 impl Lower<'_> {
+    /// Consumer warpgroups that take turns on a block's tiles: two when the
+    /// kernel's `wgmma`s are one warpgroup's, its register tiles fit (see
+    /// [`TEAM_LOOP_REGISTERS`]) and the lowering allows it (`ping_pong`);
+    /// else one.
+    fn teams(&self, body: &[Op]) -> u32 {
+        let registers = |v: ValueId| 1usize << self.layout(v).reg.len();
+        let (mut accumulators, mut operands) = (0, 0);
+        for op in mmas(body) {
+            let OpKind::Mma { b, acc, .. } = op.kind else {
+                unreachable!("an mma")
+            };
+            accumulators += registers(acc);
+            if self.register_b.contains(&b) {
+                operands += registers(b);
+            }
+        }
+        // Tiles loaded outside loops: the epilogue's operands (a bias, a residual).
+        let loaded: usize = body
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Load { .. }))
+            .map(|op| registers(op.results[0]))
+            .sum();
+        let fit = accumulators + operands <= TEAM_LOOP_REGISTERS && accumulators + loaded <= TEAM_EPILOGUE_REGISTERS;
+        if self.ping_pong && self.func.num_warps == 4 && fit {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Lowers `body` warp-specialized and persistent, when it can be: every
     /// `mma` in one top-level loop that pipelines with TMA, whose bounds and
     /// copied tiles' indices come from scalar ops before it. Returns false,
     /// having emitted nothing, when it cannot.
     pub(super) fn specialize(&mut self, body: &[Op]) -> Result<bool> {
-        let mmas = mma_count(body);
+        let count = mmas(body).len();
         let Some(at) = body.iter().position(|op| {
             let OpKind::For { body, .. } = &op.kind else {
                 return false;
             };
-            mmas > 0
-                && mma_count(body) == mmas
-                && body.iter().filter(|o| matches!(o.kind, OpKind::Mma { .. })).count() == mmas
+            count > 0
+                && mmas(body).len() == count
+                && body.iter().filter(|o| matches!(o.kind, OpKind::Mma { .. })).count() == count
         }) else {
             return Ok(false);
         };
@@ -123,7 +212,8 @@ impl Lower<'_> {
             unreachable!("found as a loop")
         };
         let allocated = self.dynamic_shared;
-        let plan = match self.pipeline_plan(*var, loop_body, true) {
+        let teams = self.teams(body);
+        let plan = match self.pipeline_plan(*var, loop_body, true, teams) {
             Some(plan) if plan.tma => plan,
             _ => {
                 self.dynamic_shared = allocated;
@@ -148,7 +238,7 @@ impl Lower<'_> {
         }
         self.dynamic_shared += 8 * plan.stages * barriers.len();
 
-        let consumers = self.func.num_warps * 32;
+        let consumers = teams * self.func.num_warps * 32;
         let grid_param = EntryParam {
             name: format!("{}_grid", self.entry),
             ty: "u32",
@@ -162,9 +252,38 @@ impl Lower<'_> {
             l.emit(format!("setp.eq.u32 {p}, {lane}, 0;"));
             p
         });
+        // Two teams: each its barriers, and the second one's scratch area
+        // after the first's.
+        let team = (teams > 1).then(|| {
+            self.in_prologue(|l| {
+                let [index, barrier, turn, other_turn] = [(); 4].map(|_| l.reg(RegClass::B32));
+                let first = l.reg(RegClass::Pred);
+                l.emit(format!("shr.u32 {index}, {}, 7;", l.tid));
+                l.emit(format!("add.s32 {barrier}, {index}, {TEAM_BARRIERS};"));
+                l.emit(format!("add.s32 {turn}, {index}, {TURN_BARRIERS};"));
+                l.emit(format!("xor.b32 {other_turn}, {index}, 1;"));
+                l.emit(format!("add.s32 {other_turn}, {other_turn}, {TURN_BARRIERS};"));
+                l.emit(format!("setp.eq.u32 {first}, {index}, 0;"));
+                let scratch = l.team_scratch.map(|bytes| {
+                    let s = l.reg(RegClass::B32);
+                    l.emit(format!("mul.lo.u32 {s}, {index}, {bytes};"));
+                    s
+                });
+                Team {
+                    barrier,
+                    scratch,
+                    turn,
+                    other_turn,
+                    first,
+                }
+            })
+        });
         let roles = Roles {
             plan: plan.clone(),
             consumers,
+            teams,
+            team,
+            entry_registers: entry_registers(consumers),
             block: self.reg(RegClass::B32),
             grid,
             grid_param,
@@ -189,7 +308,11 @@ impl Lower<'_> {
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, 0;", plan.phase));
         self.emit(format!("mov.b32 {}, -1;", self.roles.as_ref().expect("roles").previous));
-        self.each_block(&block, |l| l.ops(body))?;
+        if teams == 1 {
+            self.each_block(&block, |l| l.ops(body))?;
+        } else {
+            self.each_turn(&block, &slice, &plan, (*lo, *hi), |l| l.ops(body))?;
+        }
         self.emit(format!("bra {exit};"));
 
         // Producer: its first thread fills the stages, as far ahead as they
@@ -276,6 +399,71 @@ impl Lower<'_> {
         Ok(())
     }
 
+    /// Two consumer teams' share of the blocks: team 1 (the second
+    /// warpgroup) starts past team 0's first block, and after each of its
+    /// blocks each team skips the next, the other's: it computes that
+    /// block's loop bounds (the scalar ops `slice`) and moves its read stage
+    /// on past the stages the producer fills for it.
+    fn each_turn(
+        &mut self,
+        block: &str,
+        slice: &[&Op],
+        plan: &Plan,
+        (lo, hi): (ValueId, ValueId),
+        body: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        let (first, step) = (self.special("%ctaid.x"), self.special("%nctaid.x"));
+        let grid = self.roles.as_ref().expect("roles").grid.clone();
+        let (head, end, done) = (self.label("block"), self.label("blocks_done"), self.reg(RegClass::Pred));
+        let team0 = self.reg(RegClass::Pred);
+        self.emit(format!("mov.b32 {block}, {first};"));
+        self.emit(format!(
+            "setp.lt.u32 {team0}, {}, {};",
+            self.tid,
+            self.func.num_warps * 32
+        ));
+        self.emit(format!("@{team0} bra {head};"));
+        self.skip_block(block, slice, plan, (lo, hi))?;
+        self.emit(format!("add.s32 {block}, {block}, {step};"));
+        self.emit(format!("{head}:"));
+        self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
+        self.emit(format!("@{done} bra {end};"));
+        let team = self.roles.as_ref().and_then(|r| r.team.as_ref()).expect("two teams");
+        let (turn, first) = (team.turn.clone(), team.first.clone());
+        self.emit(format!("@!{first} bar.sync {turn}, {};", 2 * self.func.num_warps * 32));
+        self.emit(format!("setp.ne.u32 {first}, 0, 0;"));
+        body(self)?;
+        self.emit(format!("add.s32 {block}, {block}, {step};"));
+        self.skip_block(block, slice, plan, (lo, hi))?;
+        self.emit(format!("add.s32 {block}, {block}, {step};"));
+        self.emit(format!("bra {head};"));
+        self.emit(format!("{end}:"));
+        Ok(())
+    }
+
+    /// Moves the read stage (and its phase parity) on past the stages of
+    /// block `block` (a register), if the launch has it: `hi - lo` of its loop.
+    fn skip_block(&mut self, block: &str, slice: &[&Op], plan: &Plan, (lo, hi): (ValueId, ValueId)) -> Result<()> {
+        let (skipped, past) = (self.label("skipped"), self.reg(RegClass::Pred));
+        let grid = self.roles.as_ref().expect("roles").grid.clone();
+        self.emit(format!("setp.ge.u32 {past}, {block}, {grid};"));
+        self.emit(format!("@{past} bra {skipped};"));
+        for op in slice {
+            self.op(op)?;
+        }
+        let (lo, hi) = (self.scalar(lo), self.copy(RegClass::B32, &self.scalar(hi)));
+        let (stage, wraps) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+        self.emit(format!("sub.s32 {stage}, {hi}, {lo};"));
+        self.emit(format!("max.s32 {stage}, {stage}, 0;"));
+        self.emit(format!("add.s32 {stage}, {stage}, {};", plan.read_stage));
+        self.emit(format!("div.u32 {wraps}, {stage}, {};", plan.stages));
+        self.emit(format!("rem.u32 {}, {stage}, {};", plan.read_stage, plan.stages));
+        self.emit(format!("and.b32 {wraps}, {wraps}, 1;"));
+        self.emit(format!("xor.b32 {0}, {0}, {wraps};", plan.phase));
+        self.emit(format!("{skipped}:"));
+        Ok(())
+    }
+
     /// The producer's loop `lo..hi`: for each iteration, wait for the next
     /// stage to be free, then copy the iteration's tiles into it.
     fn produce(&mut self, plan: &Plan, lo: ValueId, hi: ValueId, empty_parity: &str) {
@@ -292,6 +480,27 @@ impl Lower<'_> {
         self.emit(format!("add.s32 {j}, {j}, 1;"));
         self.emit(format!("bra {head};"));
         self.emit(format!("{end}:"));
+    }
+
+    /// Two teams, after a K-loop: the last stage read goes back to the
+    /// producer (it fills the other team's stages next), and the other
+    /// team's turn comes if it has a next block (this one's plus the
+    /// blocks running).
+    pub(super) fn end_turn(&mut self) {
+        let roles = self.roles.as_ref().expect("roles");
+        let Some(team) = &roles.team else { return };
+        let (plan, previous, other_turn) = (roles.plan.clone(), roles.previous.clone(), team.other_turn.clone());
+        let (block, grid) = (roles.block.clone(), roles.grid.clone());
+        self.release(&plan, &previous);
+        self.emit(format!("mov.b32 {previous}, -1;"));
+        let (next, more) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
+        let step = self.special("%nctaid.x");
+        self.emit(format!("add.s32 {next}, {block}, {step};"));
+        self.emit(format!("setp.lt.u32 {more}, {next}, {grid};"));
+        self.emit(format!(
+            "@{more} bar.arrive {other_turn}, {};",
+            2 * self.func.num_warps * 32
+        ));
     }
 
     /// Consumers: each warp's lane 0 arrives on the empty mbarrier of stage

@@ -337,8 +337,11 @@ impl Lower<'_> {
     /// `wgmma` takes to add to its accumulator.
     fn warpgroup_offsets(&mut self, tables: &[&[usize]]) -> (Vec<String>, String) {
         self.in_prologue(|l| {
+            // The warpgroup within the tile (warpgroups past the kernel's
+            // are other consumer teams: see `specialize`).
             let group = l.reg(RegClass::B32);
             l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
+            l.emit(format!("and.b32 {group}, {group}, {};", l.func.num_warps / 4 - 1));
             let p = l.reg(RegClass::Pred);
             l.emit(format!("setp.eq.u32 {p}, 1, 1;"));
             (tables.iter().map(|t| l.pick(&group, t)).collect(), p)
