@@ -537,6 +537,27 @@ fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
     }
 }
 
+/// A matmul whose `b` rows are not 16 bytes apart, as an LM head's
+/// `[768, 50257]` weights in `matmul` form: on Hopper the launcher copies
+/// `b` into rows that are, for TMA, and stores `c` element by element.
+#[test]
+fn misaligned_operand_rows_are_copied_for_tma() {
+    let Some((d, s)) = gpu("misaligned_operand_rows_are_copied_for_tma") else {
+        return;
+    };
+    let mut rng = Rng::new(31);
+    for (m, n, k) in [(130, 1001, 72), (300, 517, 1000)] {
+        matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
+        matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+    }
+    if d.target() == tile::Target::Sm90a {
+        let launched = d.launched_variants();
+        for entry in ["matmul_bf16_128_128_64_wgmma_s", "matmul_f32_128_256_32_wgmma_s"] {
+            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
+        }
+    }
+}
+
 #[test]
 fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     use tile_kernels::matmul;

@@ -31,6 +31,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
         shared_bytes,
         dynamic_shared_bytes,
         persistent,
+        tma_only,
         ..
     } = v;
     let target = match v.target {
@@ -55,6 +56,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             dynamic_shared_bytes: #dynamic_shared_bytes,
             target: #target,
             tensor_maps: &[#(#tensor_maps),*],
+            tma_only: &[#(#tma_only),*],
             persistent: #persistent,
             ptx: #ptx,
         }

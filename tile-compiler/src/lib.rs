@@ -51,6 +51,8 @@ pub struct Variant {
     pub tensor_maps: Vec<lower::TensorMap>,
     /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
     pub persistent: bool,
+    /// The tensors read only by TMA copies (see [`lower::Lowered::tma_only`]).
+    pub tma_only: Vec<usize>,
 }
 
 impl Variant {
@@ -256,6 +258,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 target,
                 tensor_maps: lowered.tensor_maps,
                 persistent: lowered.persistent,
+                tma_only: lowered.tma_only,
             };
             // Every tensor accessed with vectors; then (for an `mma` kernel
             // whose pipelines copy only some tensors) only those; then none.

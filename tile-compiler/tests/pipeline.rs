@@ -449,6 +449,9 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
     assert!(all.vectorized == [0, 1, 2] && copied.vectorized == [0, 1]);
     assert!(copied.entry.ends_with("_wgmma_s") && copied.persistent);
     assert_eq!(copied.tensor_maps.len(), 2);
+    // Both read `a` and `b` through TMA alone (the launcher may copy them
+    // into rows 16 bytes apart); `c` is stored, not copied.
+    assert!(all.tma_only == [0, 1] && copied.tma_only == [0, 1]);
     assert!(all.ptx.contains("st.global.v4.b32"));
     assert!(!copied.ptx.contains("st.global.v") && copied.ptx.contains("st.global.b16"));
     // The portable path has the same middle variant: `cp.async` copies, element-wise stores.
@@ -457,7 +460,7 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
         .iter()
         .find(|v| v.entry.ends_with("_vs"))
         .expect("portable variant for misaligned outputs");
-    assert!(vs.target.is_none() && vs.vectorized == [0, 1]);
+    assert!(vs.target.is_none() && vs.vectorized == [0, 1] && vs.tma_only.is_empty());
     assert!(vs.ptx.contains("cp.async.cg.shared.global") && vs.ptx.contains("ldmatrix"));
     assert!(!vs.ptx.contains("st.global.v") && vs.ptx.contains("st.global.b16"));
 }

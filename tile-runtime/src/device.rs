@@ -1,6 +1,7 @@
 //! The GPU: driver probe, device and context, streams, timing events, and the
 //! module cache (each PTX variant is loaded once per device).
 
+use crate::repitch::Scratch;
 use crate::spec::{KernelSpec, Target, VariantSpec};
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
@@ -129,6 +130,7 @@ impl Device {
         Stream {
             device: self.clone(),
             inner: self.ctx.default_stream(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -138,6 +140,7 @@ impl Device {
         Ok(Stream {
             device: self.clone(),
             inner,
+            scratch: Scratch::default(),
         })
     }
 
@@ -195,6 +198,8 @@ impl Device {
 pub struct Stream {
     device: Arc<Device>,
     inner: Arc<CudaStream>,
+    /// Where the launcher copies operands TMA could not read (see `repitch`).
+    scratch: Scratch,
 }
 
 impl Stream {
@@ -204,6 +209,10 @@ impl Stream {
 
     pub(crate) fn cuda(&self) -> &Arc<CudaStream> {
         &self.inner
+    }
+
+    pub(crate) fn scratch(&self) -> &Scratch {
+        &self.scratch
     }
 
     /// The underlying `cudarc` stream, for interoperating with CUDA libraries.

@@ -6,6 +6,7 @@
 
 use crate::device::Stream;
 use crate::grid::Grid;
+use crate::repitch::{Rows, Source};
 use crate::spec::{KernelSpec, ParamSpec};
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
@@ -105,6 +106,26 @@ fn allows_vectors(dtype: crate::DType, shape: &[usize], strides: &[usize], ptr: 
     ptr % 16 == 0 && strides[last] == 1 && shape[last] % v == 0 && strides[..last].iter().all(|s| s % v == 0)
 }
 
+/// A tensor argument as the launch passes it: element type, address,
+/// shape and strides (of the argument, or of its copy).
+struct TensorAt {
+    dtype: crate::DType,
+    ptr: u64,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+}
+
+impl TensorAt {
+    fn new(t: &dyn TensorArg, ptr: u64) -> TensorAt {
+        TensorAt {
+            dtype: t.dtype(),
+            ptr,
+            shape: t.shape().to_vec(),
+            strides: t.strides().to_vec(),
+        }
+    }
+}
+
 enum Raw {
     U64(u64),
     U32(u32),
@@ -136,66 +157,100 @@ pub fn launch(
         }
     }
     let cuda = stream.cuda();
-    let mut raws = Vec::new();
     let mut guards = Vec::new();
-    // Per argument, what a tensor map needs: dtype, address, shape, strides.
+    // Per argument, a tensor's element type, address, shape and strides
+    // (and whether the kernel only reads it), or a scalar's value.
     let mut tensors = Vec::new();
+    let (mut read_only, mut scalars) = (Vec::new(), Vec::new());
     for a in args.iter_mut() {
-        tensors.push(
-            a.tensor_view()
-                .map(|t| (t.dtype(), t.shape().to_vec(), t.strides().to_vec())),
-        );
-        match a {
+        read_only.push(matches!(a, Arg::Tensor(_)));
+        scalars.push(match a {
+            Arg::F32(x) => Some(Raw::F32(*x)),
+            Arg::I32(x) => Some(Raw::I32(*x)),
+            Arg::U32(x) => Some(Raw::U32(*x)),
+            Arg::Tensor(_) | Arg::TensorMut(_) => None,
+        });
+        tensors.push(match a {
             Arg::Tensor(t) => {
                 let (ptr, g) = t.ptr(cuda);
-                raws.push(Raw::U64(ptr));
-                raws.extend(t.shape().iter().chain(t.strides()).map(|&x| Raw::U32(x as u32)));
                 guards.push(g);
+                Some(TensorAt::new(*t, ptr))
             }
             Arg::TensorMut(t) => {
-                let (shape, strides) = (t.shape().to_vec(), t.strides().to_vec());
+                let (dtype, shape, strides) = (t.dtype(), t.shape().to_vec(), t.strides().to_vec());
                 let (ptr, g) = t.ptr_mut(cuda);
-                raws.push(Raw::U64(ptr));
-                raws.extend(shape.iter().chain(&strides).map(|&x| Raw::U32(x as u32)));
                 guards.push(g);
+                Some(TensorAt {
+                    dtype,
+                    ptr,
+                    shape,
+                    strides,
+                })
             }
-            Arg::F32(x) => raws.push(Raw::F32(*x)),
-            Arg::I32(x) => raws.push(Raw::I32(*x)),
-            Arg::U32(x) => raws.push(Raw::U32(*x)),
-        }
+            _ => None,
+        });
     }
     let not_built = || Error::NotBuilt {
         kernel: kernel.name,
         consts: consts.to_vec(),
     };
-    let ptrs: Vec<u64> = raws
-        .iter()
-        .filter_map(|r| match r {
-            Raw::U64(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
-    let tensor_ptr = |param: usize| {
-        let nth = tensors[..param].iter().filter(|t| t.is_some()).count();
-        ptrs[nth]
-    };
     // Per argument, whether it is a tensor that allows 16-byte vector accesses.
-    let aligned: Vec<bool> = (0..tensors.len())
-        .map(|p| {
-            tensors[p]
-                .as_ref()
-                .is_some_and(|(dtype, shape, strides)| allows_vectors(*dtype, shape, strides, tensor_ptr(p)))
+    let aligned: Vec<bool> = tensors
+        .iter()
+        .map(|t| {
+            t.as_ref()
+                .is_some_and(|t| allows_vectors(t.dtype, &t.shape, &t.strides, t.ptr))
         })
         .collect();
+    let target = stream.device().target();
     let mut variant = kernel
-        .variant_for(types, consts, &aligned, stream.device().target())
+        .variant_for(types, consts, &aligned, target)
         .ok_or_else(not_built)?;
+    // Read-only operands whose rows TMA cannot read where they are: copied
+    // into rows it can, when that lets a variant read them through TMA.
+    let copyable: Vec<bool> = read_only
+        .iter()
+        .zip(&tensors)
+        .map(|(&r, t)| r && t.as_ref().is_some_and(|t| Rows::of(&t.shape, &t.strides).is_some()))
+        .collect();
+    let mut scratch = None;
+    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), target) {
+        if v.vectorized.len() > variant.vectorized.len() {
+            let sources: Vec<Source> = copies
+                .iter()
+                .filter_map(|&p| {
+                    let t = tensors[p].as_ref()?;
+                    Some(Source {
+                        ptr: t.ptr,
+                        dtype: t.dtype,
+                        rows: Rows::of(&t.shape, &t.strides)?,
+                    })
+                })
+                .collect();
+            let (held, addresses) = stream.scratch().copy(cuda, &sources)?;
+            for ((&p, source), address) in copies.iter().zip(&sources).zip(addresses) {
+                let t = tensors[p].as_mut().expect("a tensor");
+                t.strides = source.rows.aligned_strides(&t.shape, t.dtype);
+                t.ptr = address;
+            }
+            scratch = Some(held);
+            variant = v;
+        }
+    }
+    let mut raws = Vec::new();
+    for (t, scalar) in tensors.iter().zip(scalars) {
+        if let Some(t) = t {
+            raws.push(Raw::U64(t.ptr));
+            raws.extend(t.shape.iter().chain(&t.strides).map(|&x| Raw::U32(x as u32)));
+        }
+        raws.extend(scalar);
+    }
     let maps: Option<Vec<TensorMapArg>> = variant
         .tensor_maps
         .iter()
         .map(|m| {
-            let (dtype, shape, strides) = tensors.get(m.param)?.as_ref()?;
-            tensor_map::encode(m, *dtype, tensor_ptr(m.param), shape, strides)
+            let t = tensors.get(m.param)?.as_ref()?;
+            tensor_map::encode(m, t.dtype, t.ptr, &t.shape, &t.strides)
         })
         .collect();
     let maps = match maps {
@@ -235,6 +290,6 @@ pub fn launch(
     // the same spec), every tensor was checked to be addressable with 32-bit
     // offsets, and the kernel bounds-checks every access against the shapes.
     unsafe { builder.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
-    drop(guards);
+    drop((guards, scratch));
     Ok(())
 }

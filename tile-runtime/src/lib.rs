@@ -16,6 +16,7 @@ mod error;
 mod grid;
 mod host;
 mod launch;
+mod repitch;
 mod spec;
 mod tensor;
 mod tensor_map;

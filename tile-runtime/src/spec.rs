@@ -68,6 +68,12 @@ pub struct VariantSpec {
     /// Tensor maps (TMA copies) the launcher encodes and passes after the
     /// regular parameters, in order.
     pub tensor_maps: &'static [TensorMapSpec],
+    /// The tensor parameters read only by TMA copies (among `vectorized`):
+    /// their arguments need a 16-byte aligned address and strides that are
+    /// multiples of 16 bytes, but no particular shape, and a read-only one
+    /// whose rows are not 16 bytes apart may be copied into rows that are
+    /// (see `launch`).
+    pub tma_only: &'static [usize],
     /// Warp-specialized on a persistent grid: the launcher starts at most
     /// as many blocks along x as fit on the GPU at once and passes the
     /// requested count last; each block loops over its share.
@@ -127,6 +133,36 @@ impl KernelSpec {
     ) -> Option<&'static VariantSpec> {
         self.best(types, consts, aligned, Some(target))
             .or_else(|| self.variant(types, consts, aligned))
+    }
+
+    /// A variant made for `target` that reads through TMA alone some of the
+    /// tensors `copyable` marks (read-only, rows evenly spaced, but not 16
+    /// bytes apart), which the launcher then copies into rows that are (see
+    /// `repitch`): of those whose other vector-accessed tensors `aligned`
+    /// allows, the one with the most. With the parameters to copy.
+    pub fn variant_copying(
+        &self,
+        types: &[DType],
+        consts: &[i64],
+        (aligned, copyable): (&[bool], &[bool]),
+        target: Target,
+    ) -> Option<(&'static VariantSpec, Vec<usize>)> {
+        let copied = |v: &VariantSpec| -> Option<Vec<usize>> {
+            let mut copies = Vec::new();
+            for &p in v.vectorized {
+                match (aligned.get(p), copyable.get(p)) {
+                    (Some(true), _) => {}
+                    (_, Some(true)) if v.tma_only.contains(&p) => copies.push(p),
+                    _ => return None,
+                }
+            }
+            (!copies.is_empty()).then_some(copies)
+        };
+        self.variants
+            .iter()
+            .filter(|v| v.types == types && v.consts == consts && v.target == Some(target))
+            .filter_map(|v| Some((v, copied(v)?)))
+            .max_by_key(|(v, _)| v.vectorized.len())
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
@@ -219,6 +255,11 @@ mod tests {
     use super::*;
 
     const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> VariantSpec {
+        // The `wgmma` variants read the operands (parameters 0 and 1) by TMA.
+        let tma_only: &'static [usize] = match target {
+            Some(_) => &[0, 1],
+            None => &[],
+        };
         VariantSpec {
             types: &[DType::BF16],
             consts: &[],
@@ -229,6 +270,7 @@ mod tests {
             dynamic_shared_bytes: 0,
             target,
             tensor_maps: &[],
+            tma_only,
             persistent: false,
             ptx: "",
         }
@@ -271,6 +313,35 @@ mod tests {
             variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
         ],
     };
+
+    #[test]
+    fn operands_read_through_tma_alone_may_be_copied_into_aligned_rows() {
+        let copying = |aligned: [bool; 4], copyable: [bool; 4], target| {
+            MATMUL
+                .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), target)
+                .map(|(v, copies)| (v.entry, copies))
+        };
+        // An LM head in `matmul` form: b's rows, and c's, not 16 bytes apart.
+        let lm_head = copying([true, false, false, false], [true, true, false, false], Target::Sm90a);
+        assert_eq!(lm_head, Some(("wgmma_s", vec![1])));
+        // Both operands copied; with an aligned output, the full variant.
+        let both = copying([false, false, false, true], [true, true, false, false], Target::Sm90a);
+        assert_eq!(both, Some(("wgmma", vec![0, 1])));
+        // Nothing to copy, or only portable variants (which read with vectors, not TMA).
+        assert_eq!(
+            copying([true, true, false, true], [true, true, false, false], Target::Sm90a),
+            None
+        );
+        assert_eq!(
+            copying([true, false, false, false], [true, true, false, false], Target::Sm90),
+            None
+        );
+        // An output is never copied.
+        assert_eq!(
+            copying([true, true, false, false], [true, true, false, false], Target::Sm90a),
+            None
+        );
+    }
 
     fn chosen(aligned: [bool; 4], target: Target) -> &'static str {
         MATMUL

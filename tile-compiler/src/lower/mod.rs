@@ -69,6 +69,9 @@ pub struct Lowered {
     pub pipelined: Vec<usize>,
     /// Two consumer warpgroups take turns on the tiles (see [`specialize`]).
     pub ping_pong: bool,
+    /// The tensors read only by TMA copies, sorted: their arguments need a
+    /// 16-byte aligned address and strides, but no particular shape.
+    pub tma_only: Vec<usize>,
 }
 
 /// Lowers one specialization. The tensor parameters in `vectorized` are
@@ -192,6 +195,7 @@ fn lower_with(
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
         pipelined: BTreeSet::new(),
+        vector_accessed: BTreeSet::new(),
         dynamic_shared: 0,
     };
     l.find_consts(&func.body);
@@ -274,10 +278,18 @@ fn lower_with(
             shared_bytes: static_bytes,
             dynamic_shared_bytes: dynamic_bytes,
             threads,
-            tensor_maps: l.tensor_maps.into_iter().map(|(m, _)| m).collect(),
+            tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),
             persistent,
             pipelined: l.pipelined.into_iter().collect(),
             ping_pong: l.roles.as_ref().is_some_and(|r| r.team.is_some()),
+            tma_only: l
+                .tensor_maps
+                .iter()
+                .map(|(m, _)| m.param)
+                .filter(|p| !l.vector_accessed.contains(p))
+                .collect::<BTreeSet<usize>>()
+                .into_iter()
+                .collect(),
         },
         WgmmaReport {
             no_wgmma: l.no_wgmma,
@@ -359,6 +371,8 @@ struct Lower<'a> {
     staged_reads: HashMap<ValueId, (String, usize, Operand)>,
     /// The tensors the pipelines in use copy from.
     pipelined: BTreeSet<usize>,
+    /// The tensors accessed with vectors other than by TMA.
+    vector_accessed: BTreeSet<usize>,
     /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
     dynamic_shared: usize,
 }
@@ -1131,6 +1145,9 @@ impl<'a> Lower<'a> {
             });
         }
         let vectors = self.vectorized.contains(&t);
+        if vectors {
+            self.vector_accessed.insert(t);
+        }
         let width = if vectors {
             l.contiguous_run(rank - 1).min(16 / eb)
         } else {
