@@ -124,7 +124,8 @@ pub(super) struct Team {
     turn: String,
     /// The other team's turn barrier.
     other_turn: String,
-    /// Whether its next K-loop is the block's first, which waits for no turn.
+    /// Whether its next K-loop is the first of the (persistent) block's,
+    /// which no turn precedes: only the first team's, at the start.
     first: String,
 }
 
