@@ -227,14 +227,20 @@ pub fn launch(
                     })
                 })
                 .collect();
-            let (held, addresses) = stream.scratch().copy(cuda, &sources)?;
-            for ((&p, source), address) in copies.iter().zip(&sources).zip(addresses) {
-                let t = tensors[p].as_mut().expect("a tensor");
-                t.strides = source.rows.aligned_strides(&t.shape, t.dtype);
-                t.ptr = address;
+            match stream.scratch().copy(cuda, &sources) {
+                Ok((held, addresses)) => {
+                    for ((&p, source), address) in copies.iter().zip(&sources).zip(addresses) {
+                        let t = tensors[p].as_mut().expect("a tensor");
+                        t.strides = source.rows.aligned_strides(&t.shape, t.dtype);
+                        t.ptr = address;
+                    }
+                    scratch = Some(held);
+                    variant = v;
+                }
+                // No memory for the copies: the variant that needs none.
+                Err(Error::Driver { call: "cuMemAlloc", .. }) => {}
+                Err(e) => return Err(e),
             }
-            scratch = Some(held);
-            variant = v;
         }
     }
     let mut raws = Vec::new();

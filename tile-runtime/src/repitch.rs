@@ -7,7 +7,9 @@
 //! stream, into the stream's scratch buffer with rows a multiple of 16
 //! bytes apart, and launches on the copy: a copy that costs two passes
 //! over the tensor, against a kernel that would otherwise read it an
-//! element at a time.
+//! element at a time. The buffer stays with the stream for the next
+//! launch; without memory for it, the launch takes a variant that needs
+//! no copy.
 
 use crate::dtype::DType;
 use crate::{Error, Result};
