@@ -390,10 +390,17 @@ fn persistent_blocks_cover_every_tile() {
     let (m, n, k) = (2100, 2056, 72);
     on_both_paths(&d, || {
         matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
-        // tf32 with a row-major b: the producer transposes it stage by stage.
+        // tf32 with a row-major b: `b^T a^T`, b read into registers from
+        // rows stored interleaved.
         matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
         linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
     });
+    if d.target() == tile::Target::Sm90a {
+        let launched = d.launched_variants();
+        for entry in ["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"] {
+            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
+        }
+    }
 }
 
 /// K-loops far longer than the pipeline is deep, on a persistent grid with

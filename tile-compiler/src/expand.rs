@@ -42,8 +42,13 @@ fn variant_spec(v: &Variant) -> TokenStream {
         }
     };
     let tensor_maps = v.tensor_maps.iter().map(|m| {
-        let (param, dims, swizzle) = (m.param, &m.box_dims, m.swizzle_bytes);
-        quote!(::tile::TensorMapSpec { param: #param, box_dims: &[#(#dims),*], swizzle_bytes: #swizzle })
+        let (param, dims, swizzle, interleaved) = (m.param, &m.box_dims, m.swizzle_bytes, m.interleaved_rows);
+        quote!(::tile::TensorMapSpec {
+            param: #param,
+            box_dims: &[#(#dims),*],
+            swizzle_bytes: #swizzle,
+            interleaved_rows: #interleaved,
+        })
     });
     quote! {
         ::tile::VariantSpec {

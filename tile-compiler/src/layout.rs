@@ -120,10 +120,12 @@ impl Layout {
     /// registers repeat it over K, then over the warpgroup's 64-row slabs.
     /// Warpgroups that split `m` hold copies. A warp's read of one register
     /// (four K rows of eight consecutive N columns in a 128-byte-swizzled
-    /// tile) meets 2-way bank conflicts. Permuting the product's rows
-    /// avoids them, but leaves the accumulator in 16-byte runs, stored
-    /// through a shared tile that leaves 128x256 f32 tiles two stages: on
-    /// the H100, 0.83-0.85 of cuBLAS on 4096³ and 8192³ against 0.93-0.94
+    /// tile) meets 2-way bank conflicts when the rows are stored in order;
+    /// the pipeline stores them interleaved, which avoids them
+    /// (`lower::pipeline::interleaved_row`). Permuting the product's rows
+    /// instead leaves the accumulator in 16-byte runs, stored through a
+    /// shared tile that leaves 128x256 f32 tiles two stages: on the H100,
+    /// 0.83-0.85 of cuBLAS on 4096³ and 8192³ against 0.93-0.94
     /// (`bench-results/2026-11-23-h100-matmul-tf32-trial-*`).
     pub fn wgmma_a_swapped(k: usize, n: usize, m: usize, num_warps: u32) -> Option<Layout> {
         let (groups, rows, _) = wgmma_warpgroups(n, m, num_warps)?;
@@ -291,6 +293,19 @@ impl Layout {
         let relabel = |b: &Bit| (inv[b.0], b.1);
         Layout {
             shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            reg: self.reg.iter().map(relabel).collect(),
+            lane: self.lane.iter().map(|b| b.as_ref().map(relabel)).collect(),
+            warp: self.warp.iter().map(|b| b.as_ref().map(relabel)).collect(),
+        }
+    }
+
+    /// The same layout with bit `b` of dimension `dim` renamed `rename(b)`:
+    /// where each element lies when that dimension's index is stored with
+    /// its bits permuted.
+    pub fn rename_bits(&self, dim: usize, rename: impl Fn(u32) -> u32) -> Layout {
+        let relabel = |&(d, b): &Bit| if d == dim { (d, rename(b)) } else { (d, b) };
+        Layout {
+            shape: self.shape.clone(),
             reg: self.reg.iter().map(relabel).collect(),
             lane: self.lane.iter().map(|b| b.as_ref().map(relabel)).collect(),
             warp: self.warp.iter().map(|b| b.as_ref().map(relabel)).collect(),

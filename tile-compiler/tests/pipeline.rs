@@ -358,6 +358,16 @@ fn tf32_wgmma_reads_a_row_major_b_into_registers() {
     assert_eq!(p.matches("wgmma.wait_group.sync.aligned 1;").count(), 2);
     // No transposing producer: it keeps few registers.
     assert!(p.contains("setmaxnreg.dec.sync.aligned.u32 40;") && p.contains("setmaxnreg.inc.sync.aligned.u32 232;"));
+    // `b`'s 32 rows are stored interleaved, by a 4-D box (k / 4 % 2, k % 4,
+    // k / 8 innermost first, after 32 columns), so that a warp's reads of
+    // four consecutive rows meet no bank conflicts.
+    let maps: Vec<(usize, Vec<u32>, bool)> = w
+        .tensor_maps
+        .iter()
+        .map(|m| (m.param, m.box_dims.clone(), m.interleaved_rows))
+        .collect();
+    assert_eq!(maps, [(0, vec![32, 128], false), (1, vec![32, 2, 4, 4], true)]);
+    assert!(p.contains("cp.async.bulk.tensor.4d") && p.contains("cp.async.bulk.tensor.2d"));
 }
 
 #[test]

@@ -38,6 +38,10 @@ pub struct TensorMapSpec {
     pub box_dims: &'static [u32],
     /// Shared-memory swizzle span in bytes: 32, 64 or 128.
     pub swizzle_bytes: u32,
+    /// The tensor's rows (second-innermost dimension) are split into
+    /// (k / 4 % 2, k % 4, k / 8), innermost first, so that a box stores
+    /// them interleaved; the rows must be a multiple of 8.
+    pub interleaved_rows: bool,
 }
 
 /// One compiled PTX entry.

@@ -16,8 +16,9 @@ unsafe impl cudarc::driver::DeviceRepr for TensorMapArg {}
 
 /// The tensor map for `spec` over the tensor at `ptr` with `shape` and
 /// `strides` (elements). `None` when the driver refuses it (strides not
-/// multiples of 16 bytes, a zero stride, a dimension past 2^32): the
-/// launcher then takes the portable variant.
+/// multiples of 16 bytes, a zero stride, a dimension past 2^32) or rows to
+/// interleave are not a multiple of 8: the launcher then takes the
+/// portable variant.
 pub(crate) fn encode(
     spec: &TensorMapSpec,
     dtype: DType,
@@ -28,12 +29,25 @@ pub(crate) fn encode(
     use sys::CUtensorMapDataType_enum as Data;
     use sys::CUtensorMapSwizzle_enum as Swizzle;
     let rank = shape.len();
-    if rank != spec.box_dims.len() || strides[..rank - 1].contains(&0) {
+    if rank == 0 || strides[..rank - 1].contains(&0) {
         return None;
     }
     let bytes = dtype.bytes() as u64;
-    let dims: Vec<u64> = shape.iter().rev().map(|&n| n as u64).collect();
-    let byte_strides: Vec<u64> = strides[..rank - 1].iter().rev().map(|&s| s as u64 * bytes).collect();
+    // Innermost first; interleaved rows split in three (see `TensorMapSpec`).
+    let mut dims: Vec<u64> = shape.iter().rev().map(|&n| n as u64).collect();
+    let mut byte_strides: Vec<u64> = strides[..rank - 1].iter().rev().map(|&s| s as u64 * bytes).collect();
+    if spec.interleaved_rows {
+        if rank < 2 || shape[rank - 2] % 8 != 0 {
+            return None;
+        }
+        let row = byte_strides[0];
+        dims.splice(1..2, [2, 4, shape[rank - 2] as u64 / 8]);
+        byte_strides.splice(0..1, [4 * row, row, 8 * row]);
+    }
+    let rank = dims.len();
+    if rank != spec.box_dims.len() {
+        return None;
+    }
     let element_strides = vec![1u32; rank];
     let data = match dtype {
         DType::F16 => Data::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,

@@ -195,6 +195,7 @@ fn lower_with(
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
         pipelined: BTreeSet::new(),
+        interleaved: HashSet::new(),
         vector_accessed: BTreeSet::new(),
         dynamic_shared: 0,
     };
@@ -371,6 +372,9 @@ struct Lower<'a> {
     staged_reads: HashMap<ValueId, (String, usize, Operand)>,
     /// The tensors the pipelines in use copy from.
     pipelined: BTreeSet<usize>,
+    /// Staged conversions whose tiles have their rows interleaved
+    /// ([`pipeline::interleaved_row`]).
+    interleaved: HashSet<ValueId>,
     /// The tensors accessed with vectors other than by TMA.
     vector_accessed: BTreeSet<usize>,
     /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.

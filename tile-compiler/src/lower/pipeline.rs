@@ -46,6 +46,10 @@ pub(super) struct Staged {
     /// rows before `wgmma` reads it: a tf32 operand loaded M- or N-major,
     /// which tf32 `wgmma` cannot read (warp specialization, [`super::transpose`]).
     pub(super) transposed: bool,
+    /// Whether its rows (K) are stored interleaved ([`interleaved_row`]): a
+    /// tf32 tile the consumers read into registers (`b` of a product
+    /// `wgmma` computes transposed), whose rows a multiple of 8.
+    pub(super) interleaved: bool,
     /// Bytes per element, and of the whole tile.
     pub(super) eb: usize,
     bytes: usize,
@@ -102,6 +106,21 @@ impl Plan {
     /// Bytes the staged tiles of one iteration hold.
     pub(super) fn staged_bytes(&self) -> usize {
         self.staged.iter().map(|s| s.bytes).sum()
+    }
+}
+
+/// Where row (K index) bit `b` of an interleaved tile is stored: rows are
+/// stored in the order (k / 8, k % 4, k / 4 % 2), row k at
+/// 8 (k / 8) + 2 (k % 4) + k / 4 % 2. A warp reading `wgmma`'s A fragment
+/// (four consecutive rows, eight consecutive columns) then finds its rows
+/// 2 apart, which the 128-byte swizzle puts on distinct banks; stored in
+/// order, rows 2j and 2j + 1 share them (2-way conflicts).
+pub(super) fn interleaved_row(b: u32) -> u32 {
+    match b {
+        0 => 1,
+        1 => 2,
+        2 => 0,
+        b => b,
     }
 }
 
@@ -172,6 +191,13 @@ impl Lower<'_> {
                 && contiguous != role.k_dim()
                 && !self.register_b.contains(&convert)
                 && transpose::transposable(&self.layout(load).shape, eb);
+            let rank = load_shape.len();
+            let interleaved = self.path == MmaPath::Wgmma
+                && self.register_b.contains(&convert)
+                && eb == 4
+                && rank >= 2
+                && load_shape[..rank - 2].iter().all(|&n| n == 1)
+                && load_shape[rank - 2] % 8 == 0;
             staged.push(Staged {
                 load,
                 chain,
@@ -182,6 +208,7 @@ impl Lower<'_> {
                 role,
                 offset,
                 transposed,
+                interleaved,
                 eb,
                 bytes,
             });
@@ -369,6 +396,9 @@ impl Lower<'_> {
             self.pipelined.insert(s.tensor);
             let contiguous = if s.transposed { s.role.k_dim() } else { s.contiguous };
             self.staged_reads.insert(s.convert, (tile, contiguous, s.role));
+            if s.interleaved {
+                self.interleaved.insert(s.convert);
+            }
         }
     }
 

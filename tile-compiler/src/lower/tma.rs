@@ -33,6 +33,10 @@ pub struct TensorMap {
     pub box_dims: Vec<u32>,
     /// Shared-memory swizzle span in bytes (32, 64 or 128): the box's inner extent.
     pub swizzle_bytes: u32,
+    /// The rows (second-innermost dimension, a multiple of 8) are split
+    /// into (k / 4 % 2, k % 4, k / 8), innermost first, so that the box
+    /// stores them interleaved ([`super::pipeline::interleaved_row`]).
+    pub interleaved_rows: bool,
 }
 
 impl Lower<'_> {
@@ -112,26 +116,38 @@ impl Lower<'_> {
             let inner = line / s.eb;
             let rows: usize = shape[..rank - 1].iter().product();
             let mut box_dims = vec![inner as u32];
-            box_dims.extend(shape[..rank - 1].iter().rev().map(|&n| n as u32));
+            if s.interleaved {
+                box_dims.extend([2, 4, shape[rank - 2] as u32 / 8]);
+                box_dims.extend(shape[..rank - 2].iter().rev().map(|&n| n as u32));
+            } else {
+                box_dims.extend(shape[..rank - 1].iter().rev().map(|&n| n as u32));
+            }
             let map = self.tensor_map(TensorMap {
                 param: s.tensor,
                 box_dims,
                 swizzle_bytes: line as u32,
+                interleaved_rows: s.interleaved,
             });
-            // Element coordinates of the tile, innermost first.
-            let coords: Vec<String> = (0..rank)
-                .rev()
-                .map(|d| {
-                    let index = if s.index[d] == plan.var {
-                        j.to_string()
-                    } else {
-                        self.scalar(s.index[d])
-                    };
-                    let c = self.reg(RegClass::B32);
+            // Element coordinates of the tile, innermost first; interleaved
+            // rows count in groups of 8.
+            let mut coords: Vec<String> = Vec::new();
+            for d in (0..rank).rev() {
+                let index = if s.index[d] == plan.var {
+                    j.to_string()
+                } else {
+                    self.scalar(s.index[d])
+                };
+                let c = self.reg(RegClass::B32);
+                if s.interleaved && d == rank - 2 {
+                    self.emit(format!("mul.lo.s32 {c}, {index}, {};", shape[d] / 8));
+                    let zero = self.reg(RegClass::B32);
+                    self.emit(format!("mov.b32 {zero}, 0;"));
+                    coords.extend([zero.clone(), zero]);
+                } else {
                     self.emit(format!("mul.lo.s32 {c}, {index}, {};", shape[d]));
-                    c
-                })
-                .collect();
+                }
+                coords.push(c);
+            }
             for panel in 0..shape[rank - 1] / inner {
                 let dst = self.reg(RegClass::B32);
                 self.emit(format!("add.s32 {dst}, {base}, {};", s.offset + panel * rows * line));
@@ -142,7 +158,8 @@ impl Lower<'_> {
                     at[0] = c;
                 }
                 self.emit(format!(
-                    "cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{}}}], [{bar}];",
+                    "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{}}}], [{bar}];",
+                    at.len(),
                     at.join(", ")
                 ));
             }

@@ -280,7 +280,12 @@ impl Lower<'_> {
         let index = self.layout(acc).reg_index();
         let out = self.regs_of(acc);
         // `b`'s fragment: register `i + 4 (ks + K/8 slab)`.
-        let elements = self.read_elements(&b_base, &fragment, b_contiguous);
+        let stored = if self.interleaved.contains(&b) {
+            fragment.rename_bits(0, super::pipeline::interleaved_row)
+        } else {
+            fragment.clone()
+        };
+        let elements = self.read_elements(&b_base, &stored, b_contiguous);
         // Two groups per iteration, each on its own half of K's steps, when
         // the loop leaves one running: the second half's registers are read
         // while the first half's group runs, and the next iteration's first
