@@ -226,14 +226,14 @@ fn mma_takes_a_transposed_a_operand() {
         transposed_a_case::<f32>(d.as_ref(), &mut rng, shape, 2e-3);
         transposed_a_case::<bf16>(d.as_ref(), &mut rng, shape, bf16::TOL);
     }
-    if let Some(d) = d.filter(|d| d.target() == tile::Target::Sm90a) {
-        let launched = d.launched_variants();
-        for entry in [
-            "transposed_a_matmul_f32_128_128_32_wgmma",
-            "transposed_a_matmul_bf16_128_128_32_wgmma",
-        ] {
-            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
-        }
+    if let Some(d) = d {
+        assert_launched_on_sm90a(
+            &d,
+            &[
+                "transposed_a_matmul_f32_128_128_32_wgmma",
+                "transposed_a_matmul_bf16_128_128_32_wgmma",
+            ],
+        );
     }
 }
 

@@ -395,12 +395,7 @@ fn persistent_blocks_cover_every_tile() {
         matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
         linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
     });
-    if d.target() == tile::Target::Sm90a {
-        let launched = d.launched_variants();
-        for entry in ["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"] {
-            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
-        }
-    }
+    assert_launched_on_sm90a(&d, &["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"]);
 }
 
 /// K-loops far longer than the pipeline is deep, on a persistent grid with
@@ -418,12 +413,7 @@ fn persistent_blocks_run_long_k_loops() {
     let (m, n, k) = (1700, 1672, 1000);
     long_k_case::<bf16>(&s, &mut rng, (m, n, k), bf16::TOL);
     long_k_case::<f32>(&s, &mut rng, (m, n, k), 2e-3);
-    if d.target() == tile::Target::Sm90a {
-        let launched = d.launched_variants();
-        for entry in ["linear_bf16_128_128_64_wgmma", "linear_f32_64_256_32_wgmma"] {
-            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
-        }
-    }
+    assert_launched_on_sm90a(&d, &["linear_bf16_128_128_64_wgmma", "linear_f32_64_256_32_wgmma"]);
 }
 
 fn long_k_case<T: Num>(s: &Stream, rng: &mut Rng, (m, n, k): (usize, usize, usize), tol: f64) {
@@ -557,12 +547,7 @@ fn misaligned_operand_rows_are_copied_for_tma() {
         matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
         matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
     }
-    if d.target() == tile::Target::Sm90a {
-        let launched = d.launched_variants();
-        for entry in ["matmul_bf16_128_128_64_wgmma_s", "matmul_f32_128_256_32_wgmma_s"] {
-            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
-        }
-    }
+    assert_launched_on_sm90a(&d, &["matmul_bf16_128_128_64_wgmma_s", "matmul_f32_128_256_32_wgmma_s"]);
 }
 
 #[test]

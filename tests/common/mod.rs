@@ -214,3 +214,15 @@ pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize
     }
     out
 }
+
+/// On Hopper (sm_90a), asserts that `device` has launched each of the
+/// variant entries `entries` (the `wgmma` ones a test means to cover).
+pub fn assert_launched_on_sm90a(device: &tile::Device, entries: &[&str]) {
+    if device.target() != tile::Target::Sm90a {
+        return;
+    }
+    let launched = device.launched_variants();
+    for entry in entries {
+        assert!(launched.contains(entry), "{entry} not among {launched:?}");
+    }
+}
