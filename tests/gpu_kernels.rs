@@ -398,6 +398,31 @@ fn persistent_blocks_cover_every_tile() {
     assert_launched_on_sm90a(&d, &["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"]);
 }
 
+/// Blocks paired in clusters (the `wgmma` variants with f32 operands)
+/// share the operand tile they load alike: with 3 tile rows,
+/// `group_tiles` gives some pairs one column (its tile multicast), others
+/// two (each loads its own), and an odd tile count leaves the last block
+/// without a partner. Tiles split in two warpgroups, and taking turns.
+#[test]
+fn paired_blocks_share_tiles_of_a_column_or_load_their_own() {
+    let Some((d, s)) = gpu("paired_blocks_share_tiles_of_a_column_or_load_their_own") else {
+        return;
+    };
+    let mut rng = Rng::new(31);
+    // 3 x 5 tiles of 128x256 (3 x 10 of 128x128, 6 x 20 of 64x64).
+    let (m, n, k) = (379, 1272, 200);
+    matmul_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
+    long_k_case::<f32>(&s, &mut rng, (m, n, k), 2e-3);
+    assert_launched_on_sm90a(
+        &d,
+        &[
+            "matmul_f32_128_256_32_wgmma",
+            "linear_f32_128_256_32_wgmma",
+            "linear_f32_128_128_32_wgmma",
+        ],
+    );
+}
+
 /// K-loops far longer than the pipeline is deep, on a persistent grid with
 /// several tiles per block: where two consumer warpgroups take turns
 /// (the `wgmma` variants of one-warpgroup tiles), each skips the other's

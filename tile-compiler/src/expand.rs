@@ -31,6 +31,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
         shared_bytes,
         dynamic_shared_bytes,
         persistent,
+        cluster,
         tma_only,
         ..
     } = v;
@@ -63,6 +64,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             tensor_maps: &[#(#tensor_maps),*],
             tma_only: &[#(#tma_only),*],
             persistent: #persistent,
+            cluster: #cluster,
             ptx: #ptx,
         }
     }

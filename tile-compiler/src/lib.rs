@@ -51,6 +51,8 @@ pub struct Variant {
     pub tensor_maps: Vec<lower::TensorMap>,
     /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
     pub persistent: bool,
+    /// Blocks per cluster (see [`lower::Lowered::cluster`]).
+    pub cluster: u32,
     /// The tensors read only by TMA copies (see [`lower::Lowered::tma_only`]).
     pub tma_only: Vec<usize>,
 }
@@ -258,6 +260,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 target,
                 tensor_maps: lowered.tensor_maps,
                 persistent: lowered.persistent,
+                cluster: lowered.cluster,
                 tma_only: lowered.tma_only,
             };
             // Every tensor accessed with vectors; then (for an `mma` kernel

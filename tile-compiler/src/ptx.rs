@@ -162,14 +162,21 @@ pub struct SharedMemory {
     pub dynamic: bool,
 }
 
-/// Assembles an `.entry` (without the module header). `max_registers`:
-/// each thread's registers at entry, which ptxas must know when the kernel
-/// moves registers between warps (`setmaxnreg`).
+/// How an entry is launched: threads per block; each thread's registers
+/// at entry, which ptxas must know when the kernel moves registers between
+/// warps (`setmaxnreg`); and the blocks of a cluster, when launched in
+/// clusters.
+pub struct LaunchShape {
+    pub threads: u32,
+    pub max_registers: Option<u32>,
+    pub cluster: Option<u32>,
+}
+
+/// Assembles an `.entry` (without the module header).
 pub fn entry(
     name: &str,
     params: &[EntryParam],
-    threads: u32,
-    max_registers: Option<u32>,
+    launch: LaunchShape,
     regs: &Regs,
     shared: SharedMemory,
     body: (&[String], &[String]),
@@ -191,9 +198,12 @@ pub fn entry(
         })
         .collect();
     writeln!(s, "{}\n)", ps.join(",\n")).expect("write");
-    writeln!(s, ".maxntid {threads}, 1, 1").expect("write");
-    if let Some(n) = max_registers {
+    writeln!(s, ".maxntid {}, 1, 1", launch.threads).expect("write");
+    if let Some(n) = launch.max_registers {
         writeln!(s, ".maxnreg {n}").expect("write");
+    }
+    if let Some(n) = launch.cluster {
+        writeln!(s, ".reqnctapercluster {n}, 1, 1").expect("write");
     }
     s.push_str("{\n");
     s.push_str(&regs.declarations());

@@ -270,6 +270,60 @@ fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
 }
 
 #[test]
+fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
+    let k = compile("BM = [128], BN = [256], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    let p = &w.ptx;
+    // Launched in clusters of two blocks, which take consecutive blocks.
+    assert_eq!(w.cluster, 2);
+    assert!(p.contains(".reqnctapercluster 2, 1, 1") && p.contains("%cluster_ctarank"));
+    // Per tile, all of it copied here, or this block's half multicast into
+    // both blocks when the pair loads the tile alike: A's one panel in
+    // halves of its rows, B's eight (32 columns each) four by four.
+    let local = p.matches("complete_tx::bytes [").count();
+    let multicast = p.matches("complete_tx::bytes.multicast::cluster [").count();
+    assert_eq!((local, multicast), (2 + 8, 1 + 4));
+    let maps: Vec<Vec<u32>> = w.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
+    assert_eq!(maps, [vec![32, 64], vec![32, 2, 4, 4]]);
+    // Consumers release each stage in both blocks (8 warps each), the
+    // other's through its cluster address, in the loop and after the
+    // blocks; the blocks meet after the mbarriers' setup and at exit.
+    assert!(p.contains("], 16;"));
+    assert_eq!(p.matches("mapa.shared::cluster.u32").count(), 2);
+    assert_eq!(p.matches("mbarrier.arrive.shared::cluster.b64 _,").count(), 2);
+    assert_eq!(p.matches("barrier.cluster.arrive.release;").count(), 2);
+    assert_eq!(p.matches("barrier.cluster.wait.acquire;").count(), 2);
+    assert_eq!(p.matches("bar.sync 0;").count(), 0);
+
+    // 16-bit operands: the pair's coupling costs more than the L2 reads it
+    // saves (see `lower/cluster.rs`), so no clusters.
+    let k = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    assert!(w.persistent && w.cluster == 1 && !w.ptx.contains("multicast"));
+
+    // Loop bounds that depend on the block would put the two blocks' stages
+    // out of step: no clusters either.
+    let causal = compile(
+        "BM = [128], BN = [256], BK = [32]",
+        "fn lower<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<f32>, b: &Tensor<f32>, c: &mut Tensor<f32>) {
+            let m = block_id(0);
+            let mut acc = zeros([BM, BN]);
+            for k in 0..m + 1 {
+                acc = mma(a.load([m, k], [BM, BK]), b.load([k, 0], [BK, BN]), acc);
+            }
+            c.store([m, 0], acc);
+        }",
+    );
+    let w = causal
+        .variants
+        .iter()
+        .find(|v| v.target.is_some())
+        .expect("wgmma variant");
+    assert!(w.persistent && w.cluster == 1);
+    assert!(!w.ptx.contains("multicast") && !w.ptx.contains("barrier.cluster") && w.ptx.contains("bar.sync 0;"));
+}
+
+#[test]
 fn one_warpgroups_tiles_get_two_consumer_warpgroups_taking_turns() {
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
@@ -366,7 +420,8 @@ fn tf32_wgmma_reads_a_row_major_b_into_registers() {
         .iter()
         .map(|m| (m.param, m.box_dims.clone(), m.interleaved_rows))
         .collect();
-    assert_eq!(maps, [(0, vec![32, 128], false), (1, vec![32, 2, 4, 4], true)]);
+    // `a`'s tile in halves of its rows (see the test on pairs of blocks).
+    assert_eq!(maps, [(0, vec![32, 64], false), (1, vec![32, 2, 4, 4], true)]);
     assert!(p.contains("cp.async.bulk.tensor.4d") && p.contains("cp.async.bulk.tensor.2d"));
 }
 

@@ -23,7 +23,7 @@ pub struct Device {
 }
 
 /// A variant's loaded function, and how many of its blocks the GPU holds
-/// at once (what a persistent grid launches).
+/// at once (what a persistent grid launches; a multiple of its cluster).
 #[derive(Clone)]
 pub(crate) struct Loaded {
     pub(crate) function: CudaFunction,
@@ -183,9 +183,22 @@ impl Device {
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(v.threads, v.dynamic_shared_bytes, None)
             .map_err(|e| Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+        let mut resident_blocks = self.sm_count * per_sm.max(1);
+        if v.cluster > 1 {
+            // A cluster's blocks run on one GPC: fewer may fit than SMs allow.
+            let config = cudarc::driver::LaunchConfig {
+                grid_dim: (resident_blocks.next_multiple_of(v.cluster), 1, 1),
+                block_dim: (v.threads, 1, 1),
+                shared_mem_bytes: v.dynamic_shared_bytes as u32,
+            };
+            let clusters = f
+                .occupancy_max_active_clusters(config, &self.ctx.default_stream())
+                .map_err(|e| Error::driver("cuOccupancyMaxActiveClusters", e))?;
+            resident_blocks = clusters.max(1) * v.cluster;
+        }
         let loaded = Loaded {
             function: f,
-            resident_blocks: self.sm_count * per_sm.max(1),
+            resident_blocks,
             entry: v.entry,
         };
         cache.insert(key, loaded.clone());

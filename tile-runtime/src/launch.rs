@@ -284,7 +284,9 @@ pub fn launch(
     let mut blocks_x = grid.x;
     if variant.persistent {
         let planes = grid.y * grid.z;
-        blocks_x = grid.x.min(loaded.resident_blocks.div_ceil(planes).max(1));
+        let cluster = variant.cluster;
+        let fit = (loaded.resident_blocks.div_ceil(planes) / cluster).max(1) * cluster;
+        blocks_x = fit.min(grid.x.next_multiple_of(cluster));
         builder.arg(&grid.x);
     }
     let cfg = LaunchConfig {

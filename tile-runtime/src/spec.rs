@@ -82,6 +82,10 @@ pub struct VariantSpec {
     /// as many blocks along x as fit on the GPU at once and passes the
     /// requested count last; each block loops over its share.
     pub persistent: bool,
+    /// Blocks per cluster along x (1: none): the entry requires clusters of
+    /// that many blocks (`.reqnctapercluster`), so the launcher starts a
+    /// multiple of it, and no more clusters than fit on the GPU at once.
+    pub cluster: u32,
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
 }
@@ -276,6 +280,7 @@ mod tests {
             tensor_maps: &[],
             tma_only,
             persistent: false,
+            cluster: 1,
             ptx: "",
         }
     }

@@ -15,6 +15,7 @@ use crate::layout::{Bit, LANE_BITS, Layout, Layouts};
 use crate::ptx::{self, EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+mod cluster;
 mod convert;
 mod pipeline;
 mod specialize;
@@ -23,6 +24,7 @@ mod tma;
 mod transpose;
 mod wgmma;
 
+pub use cluster::CLUSTER_BLOCKS;
 pub use tma::TensorMap;
 
 pub use crate::layout::MmaPath;
@@ -64,6 +66,10 @@ pub struct Lowered {
     /// the blocks that fit on the GPU at once and passes the block count
     /// it was asked for as the last parameter.
     pub persistent: bool,
+    /// Blocks per cluster along x (1: no clusters): a persistent grid whose
+    /// pairs of blocks share operand tiles (see [`cluster`]); the launcher
+    /// starts a multiple of it.
+    pub cluster: u32,
     /// The tensors whose tiles `mma` pipelines copy into shared memory
     /// (`cp.async` or TMA), sorted.
     pub pipelined: Vec<usize>,
@@ -261,11 +267,19 @@ fn lower_with(
             MAX_BLOCK_SHARED_BYTES / 1024
         );
     }
+    let cluster = l
+        .roles
+        .as_ref()
+        .and_then(|r| r.cluster.is_some().then_some(CLUSTER_BLOCKS));
+    let launch = ptx::LaunchShape {
+        threads,
+        max_registers: l.roles.as_ref().and_then(|r| r.entry_registers),
+        cluster,
+    };
     let text = ptx::entry(
         entry_name,
         &params,
-        threads,
-        l.roles.as_ref().and_then(|r| r.entry_registers),
+        launch,
         &l.regs,
         ptx::SharedMemory {
             static_bytes,
@@ -281,6 +295,7 @@ fn lower_with(
             threads,
             tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),
             persistent,
+            cluster: cluster.unwrap_or(1),
             pipelined: l.pipelined.into_iter().collect(),
             ping_pong: l.roles.as_ref().is_some_and(|r| r.team.is_some()),
             tma_only: l

@@ -408,8 +408,9 @@ impl Lower<'_> {
     /// producer (its `wgmma`s are done) and only the read stage moves.
     pub(super) fn pipeline_advance(&mut self, plan: &Plan) {
         if let Some(previous) = self.roles.as_ref().map(|r| r.previous.clone()) {
-            self.release(plan, &previous);
+            self.release_previous(plan);
             self.emit(format!("mov.b32 {previous}, {};", plan.read_stage));
+            self.remember_partner();
             self.next_stage(plan, &plan.read_stage, Some(&plan.phase));
             return;
         }

@@ -32,6 +32,7 @@
 //! which hands the last one of its loop back as soon as the loop ends.
 
 use super::Lower;
+use super::cluster::Cluster;
 use super::pipeline::Plan;
 use super::tma::StageBarrier;
 use super::transpose::TRANSPOSER_THREADS;
@@ -153,6 +154,8 @@ pub(super) struct Roles {
     pub(super) previous: String,
     /// Whether this thread is its warp's lane 0 (which releases stages).
     lane0: String,
+    /// Set when pairs of blocks share operand tiles ([`super::cluster`]).
+    pub(super) cluster: Option<Cluster>,
 }
 
 impl Lower<'_> {
@@ -232,8 +235,12 @@ impl Lower<'_> {
             self.dynamic_shared = allocated;
             return Ok(false);
         };
-        // The empty mbarriers follow the full ones, and the ready ones those.
-        let mut barriers = vec![(StageBarrier::Empty, self.func.num_warps)];
+        let bounds = self.producer_slice(&body[..at], [*lo, *hi].into()).unwrap_or_default();
+        let paired = self.pairs_blocks(&plan, &bounds);
+        // The empty mbarriers follow the full ones, and the ready ones
+        // those. Paired blocks' consumers release each other's stages too.
+        let releases = if paired { 2 } else { 1 } * self.func.num_warps;
+        let mut barriers = vec![(StageBarrier::Empty, releases)];
         if plan.transposes() {
             barriers.push((StageBarrier::Ready, TRANSPOSER_THREADS));
         }
@@ -279,6 +286,7 @@ impl Lower<'_> {
                 }
             })
         });
+        let cluster = paired.then(|| self.cluster(plan.staged().len()));
         let roles = Roles {
             plan: plan.clone(),
             consumers,
@@ -290,6 +298,7 @@ impl Lower<'_> {
             grid_param,
             previous: self.reg(RegClass::B32),
             lane0,
+            cluster,
         };
         let block = roles.block.clone();
         self.roles = Some(roles);
@@ -309,10 +318,18 @@ impl Lower<'_> {
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, 0;", plan.phase));
         self.emit(format!("mov.b32 {}, -1;", self.roles.as_ref().expect("roles").previous));
+        let compute = |l: &mut Self| {
+            l.pair_partner();
+            l.ops(body)
+        };
         if teams == 1 {
-            self.each_block(&block, |l| l.ops(body))?;
+            self.each_block(&block, compute)?;
         } else {
-            self.each_turn(&block, &slice, &plan, (*lo, *hi), |l| l.ops(body))?;
+            self.each_turn(&block, &slice, &plan, (*lo, *hi), compute)?;
+        }
+        if paired {
+            // The partner's producer waits for this block's last stage too.
+            self.release_previous(&plan);
         }
         self.emit(format!("bra {exit};"));
 
@@ -330,7 +347,14 @@ impl Lower<'_> {
         }
         let lane = self.reg(RegClass::Pred);
         self.emit(format!("setp.ne.u32 {lane}, {}, {consumers};", self.tid));
-        self.emit(format!("@{lane} bra {exit};"));
+        if paired {
+            // Idle now: exited threads do not hold up the cluster barrier
+            // at exit, where a warp's idle lanes would wait the kernel out
+            // beside the lane that copies (ncu: the copying lane slowed).
+            self.emit(format!("@{lane} exit;"));
+        } else {
+            self.emit(format!("@{lane} bra {exit};"));
+        }
         // A stage is free when its empty barrier completed the phase before
         // the one being filled: at first, the (complete) phase before phase 0.
         let empty_parity = self.reg(RegClass::B32);
@@ -348,6 +372,9 @@ impl Lower<'_> {
             self.producer_blocks(&block, &slice, |l| l.transpose_stages(&plan, *lo, *hi, &blocks))?;
         }
         self.emit(format!("{exit}:"));
+        if paired {
+            self.cluster_barrier();
+        }
         Ok(true)
     }
 
@@ -372,11 +399,17 @@ impl Lower<'_> {
     }
 
     /// A producer role's work: for every block this one takes, the scalar
-    /// ops `slice` (the loop's bounds and tile indices), then `work`.
+    /// ops `slice` (the loop's bounds and tile indices; in a cluster, the
+    /// pair's other block's too), then `work`.
     fn producer_blocks(&mut self, block: &str, slice: &[&Op], work: impl FnOnce(&mut Self)) -> Result<()> {
         self.each_block(block, |l| {
-            for op in slice {
-                l.op(op)?;
+            if l.roles.as_ref().is_some_and(|r| r.cluster.is_some()) {
+                let plan = l.roles.as_ref().expect("roles").plan.clone();
+                l.pair_tiles(&plan, slice)?;
+            } else {
+                for op in slice {
+                    l.op(op)?;
+                }
             }
             work(l);
             Ok(())
@@ -492,7 +525,7 @@ impl Lower<'_> {
         let Some(team) = &roles.team else { return };
         let (plan, previous, other_turn) = (roles.plan.clone(), roles.previous.clone(), team.other_turn.clone());
         let (block, grid) = (roles.block.clone(), roles.grid.clone());
-        self.release(&plan, &previous);
+        self.release_previous(&plan);
         self.emit(format!("mov.b32 {previous}, -1;"));
         let (next, more) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
         let step = self.special("%nctaid.x");
@@ -504,16 +537,19 @@ impl Lower<'_> {
         ));
     }
 
-    /// Consumers: each warp's lane 0 arrives on the empty mbarrier of stage
-    /// `stage` (a register; -1: none), handing it back to the producer.
-    pub(super) fn release(&mut self, plan: &Plan, stage: &str) {
-        let lane0 = self.roles.as_ref().expect("roles").lane0.clone();
+    /// Consumers: each warp's lane 0 arrives on the empty mbarrier of the
+    /// stage `Roles::previous` (-1: none), handing it back to the producer
+    /// (in a cluster, to both blocks' producers).
+    pub(super) fn release_previous(&mut self, plan: &Plan) {
+        let roles = self.roles.as_ref().expect("roles");
+        let (lane0, stage) = (roles.lane0.clone(), roles.previous.clone());
         let p = self.reg(RegClass::Pred);
         self.emit(format!("setp.ge.s32 {p}, {stage}, 0;"));
         self.emit(format!("and.pred {p}, {p}, {lane0};"));
-        let bar = self.stage_barrier(plan, stage, StageBarrier::Empty);
+        let bar = self.stage_barrier(plan, &stage, StageBarrier::Empty);
         let state = self.reg(RegClass::B64);
         self.emit(format!("@{p} mbarrier.arrive.shared::cta.b64 {state}, [{bar}];"));
+        self.release_to_partner(&bar, &p);
     }
 }
 

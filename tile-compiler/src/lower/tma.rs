@@ -83,7 +83,12 @@ impl Lower<'_> {
         }
         self.emit("fence.mbarrier_init.release.cluster;");
         self.emit(format!("{skip}:"));
-        self.emit("bar.sync 0;");
+        if self.roles.as_ref().is_some_and(|r| r.cluster.is_some()) {
+            // The other block's producer copies into this one's stages too.
+            self.cluster_barrier();
+        } else {
+            self.emit("bar.sync 0;");
+        }
     }
 
     /// Thread 0 starts the copies of iteration `j`'s tiles into `stage`,
@@ -100,7 +105,11 @@ impl Lower<'_> {
     }
 
     /// Copies iteration `j`'s tiles into `stage` (the calling thread alone),
-    /// announcing their bytes to the stage's full mbarrier.
+    /// announcing their bytes to the stage's full mbarrier. In a cluster
+    /// ([`super::cluster`]) a tile the pair's blocks load alike goes in two
+    /// halves (its panels, or the halves of its rows when it has one), this
+    /// block's half multicast into both blocks' stages; another tile is
+    /// copied here whole.
     pub(super) fn tma_fill(&mut self, plan: &Plan, j: &str, stage: &str) {
         let bar = self.stage_barrier(plan, stage, StageBarrier::Full);
         let state = self.reg(RegClass::B64);
@@ -108,8 +117,13 @@ impl Lower<'_> {
             "mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {};",
             plan.staged_bytes()
         ));
+        let cluster = self
+            .roles
+            .as_ref()
+            .and_then(|r| r.cluster.as_ref())
+            .map(|c| (c.rank.clone(), c.shared.clone(), c.mask.clone()));
         let base = self.stage_base(plan, stage);
-        for s in plan.staged() {
+        for (tile, s) in plan.staged().iter().enumerate() {
             let shape = self.layout(s.load).shape.clone();
             let rank = shape.len();
             let line = s.swizzle(&shape).line_bytes();
@@ -122,6 +136,21 @@ impl Lower<'_> {
             } else {
                 box_dims.extend(shape[..rank - 1].iter().rev().map(|&n| n as u32));
             }
+            // In a cluster a tile is copied in halves: its panels, or when
+            // it has one, its rows (in groups of 8 when interleaved), whose
+            // box then halves.
+            let panels = shape[rank - 1] / inner;
+            let split_rows = cluster.is_some() && panels % 2 == 1;
+            let split = if s.interleaved {
+                3
+            } else {
+                let rows_dim = (0..rank - 1).find(|&d| shape[d] > 1).unwrap_or(rank - 2);
+                rank - 1 - rows_dim
+            };
+            if split_rows {
+                box_dims[split] /= 2;
+            }
+            let half_rows = box_dims[split];
             let map = self.tensor_map(TensorMap {
                 param: s.tensor,
                 box_dims,
@@ -148,20 +177,62 @@ impl Lower<'_> {
                 }
                 coords.push(c);
             }
-            for panel in 0..shape[rank - 1] / inner {
-                let dst = self.reg(RegClass::B32);
-                self.emit(format!("add.s32 {dst}, {base}, {};", s.offset + panel * rows * line));
-                let mut at = coords.clone();
-                if panel > 0 {
-                    let c = self.reg(RegClass::B32);
-                    self.emit(format!("add.s32 {c}, {}, {};", coords[0], panel * inner));
-                    at[0] = c;
+            let tile_base = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {tile_base}, {base}, {};", s.offset));
+            // One copy of the box at `at`: a byte offset into the tile and
+            // steps of the coordinates (dimension, elements); and, for the
+            // multicast of this block's half, as much again per rank.
+            let copy = |l: &mut Self, guard: &str, at: (usize, usize, usize), per_rank: Option<(usize, usize)>| {
+                let (bytes, dim, step) = at;
+                let (dst, mut coord) = (l.reg(RegClass::B32), coords.clone());
+                l.emit(format!("add.s32 {dst}, {tile_base}, {bytes};"));
+                let c = l.reg(RegClass::B32);
+                l.emit(format!("add.s32 {c}, {}, {step};", coords[dim]));
+                coord[dim] = c.clone();
+                let mut multicast = (String::new(), String::new());
+                if let (Some((rank_bytes, rank_step)), Some((rank, _, mask))) = (per_rank, &cluster) {
+                    l.emit(format!("mad.lo.s32 {dst}, {rank}, {rank_bytes}, {dst};"));
+                    l.emit(format!("mad.lo.s32 {c}, {rank}, {rank_step}, {c};"));
+                    multicast = (".multicast::cluster".to_string(), format!(", {mask}"));
                 }
-                self.emit(format!(
-                    "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{dst}], [{map}, {{{}}}], [{bar}];",
-                    at.len(),
-                    at.join(", ")
+                l.emit(format!(
+                    "{guard}cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{} [{dst}], [{map}, {{{}}}], [{bar}]{};",
+                    coord.len(),
+                    multicast.0,
+                    coord.join(", "),
+                    multicast.1,
                 ));
+            };
+            let panel_bytes = rows * line;
+            let Some((_, shared, _)) = &cluster else {
+                for panel in 0..panels {
+                    copy(self, "", (panel * panel_bytes, 0, panel * inner), None);
+                }
+                continue;
+            };
+            let (alone, together) = (format!("@!{} ", shared[tile]), format!("@{} ", shared[tile]));
+            if split_rows {
+                // One panel: both halves of its rows, or this block's for both.
+                let half_bytes = rows / 2 * line;
+                for half in 0..2 {
+                    copy(
+                        self,
+                        &alone,
+                        (half * half_bytes, split, half * half_rows as usize),
+                        None,
+                    );
+                }
+                copy(self, &together, (0, split, 0), Some((half_bytes, half_rows as usize)));
+            } else {
+                // Every panel, or this block's half of them for both.
+                for panel in 0..panels {
+                    copy(self, &alone, (panel * panel_bytes, 0, panel * inner), None);
+                }
+                let half = panels / 2;
+                for panel in 0..half {
+                    let per_rank = (half * panel_bytes, half * inner);
+                    copy(self, &together, (panel * panel_bytes, 0, panel * inner), Some(per_rank));
+                }
             }
         }
     }

@@ -1,0 +1,185 @@
+//! Pairs of persistent blocks that share operand tiles (sm_90a: clusters of
+//! two blocks, TMA multicast), for f32 (tf32) operands.
+//!
+//! The grid is launched in clusters of two blocks (`.reqnctapercluster`),
+//! which start at an even and an odd `%ctaid.x` and step by `%nctaid.x`:
+//! the blocks of a cluster compute the launch's blocks 2p and 2p + 1 in
+//! lockstep, and their producers fill the same stages in the same order
+//! (the loop's bounds must not depend on the block). For each pair, each
+//! producer computes both blocks' tile indices; a staged tile that both
+//! blocks load alike (`group_tiles` hands a pair the same column of `b`) is
+//! copied half by each producer and multicast into both blocks' stages, so
+//! it is read from L2 once for the two. A tile the blocks load differently,
+//! each copies whole. A tile's halves are its panels (128-byte columns of
+//! the swizzle), or the halves of its rows when it has one panel.
+//!
+//! A stage is then written by both producers: neither refills it before
+//! both blocks' consumers have released it. Each consumer warp arrives on
+//! its own block's empty mbarrier and on its partner's, or twice on its own
+//! when the pair's other block is past the launch's end. A cluster barrier
+//! after the mbarriers' setup keeps a producer from copying into a block
+//! whose mbarriers do not exist yet, and one at exit keeps a block's shared
+//! memory alive while its partner may still arrive on it.
+
+use super::Lower;
+use super::pipeline::Plan;
+use crate::ir::*;
+use crate::ptx::RegClass;
+
+/// Blocks in a cluster.
+pub const CLUSTER_BLOCKS: u32 = 2;
+
+/// A clustered kernel's registers.
+pub(super) struct Cluster {
+    /// This block's rank in its cluster (0 or 1).
+    pub(super) rank: String,
+    /// Consumers: the block whose empty mbarriers also count this block's
+    /// releases of the stages of the block being computed: the other one
+    /// of the cluster, or this one when the pair's other block is past the
+    /// launch's end.
+    partner: String,
+    /// The same for the stage in `Roles::previous`.
+    pub(super) previous_partner: String,
+    /// Producer: per staged tile, whether the two blocks of the pair being
+    /// filled load it alike (each then copies half, multicast to both).
+    pub(super) shared: Vec<String>,
+    /// The multicast's destination blocks: both.
+    pub(super) mask: String,
+}
+
+impl Lower<'_> {
+    /// Whether blocks can be paired for `plan`: f32 (tf32) operands, which
+    /// move twice the bytes per FLOP of 16-bit ones (measured on an H100,
+    /// pairing 16-bit kernels cost 5-15% on GPT-2 shapes, the pair's
+    /// coupling outweighing the L2 reads saved), no tile transposed in its
+    /// stage, every tile in halves ([`Lower::tma_fill`]: an even number of
+    /// panels, or rows a multiple of 16, each half a whole number of swizzle
+    /// periods), and loop bounds that no block's index enters (`bounds`: the
+    /// scalar ops they are computed from).
+    pub(super) fn pairs_blocks(&self, plan: &Plan, bounds: &[&Op]) -> bool {
+        let halvable = plan.staged().iter().all(|s| {
+            let shape = &self.layout(s.load).shape;
+            let rank = shape.len();
+            let panels = shape[rank - 1] * s.eb / s.swizzle(shape).line_bytes();
+            panels % 2 == 0 || shape[..rank - 1].iter().product::<usize>() % 16 == 0
+        });
+        let f32_operands = plan.staged().iter().all(|s| s.eb == 4);
+        let fixed_bounds = !bounds.iter().any(|op| matches!(op.kind, OpKind::BlockId(0)));
+        f32_operands && !plan.transposes() && halvable && fixed_bounds
+    }
+
+    /// The cluster's registers, set up in the prologue, for a plan staging
+    /// `tiles` tiles.
+    pub(super) fn cluster(&mut self, tiles: usize) -> Cluster {
+        let rank = self.special("%cluster_ctarank");
+        let mask = self.in_prologue(|l| {
+            let m = l.reg(RegClass::B16);
+            l.emit(format!("mov.b16 {m}, {};", (1 << CLUSTER_BLOCKS) - 1));
+            m
+        });
+        Cluster {
+            rank,
+            partner: self.reg(RegClass::B32),
+            previous_partner: self.reg(RegClass::B32),
+            shared: (0..tiles).map(|_| self.reg(RegClass::Pred)).collect(),
+            mask,
+        }
+    }
+
+    fn clustered(&self) -> Option<&Cluster> {
+        self.roles.as_ref()?.cluster.as_ref()
+    }
+
+    /// The launch's block paired with block `block` (a register), and
+    /// whether the launch has it.
+    fn other_block(&mut self, block: &str) -> (String, String) {
+        let grid = self.roles.as_ref().expect("roles").grid.clone();
+        let (other, exists) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
+        self.emit(format!("xor.b32 {other}, {block}, 1;"));
+        self.emit(format!("setp.lt.u32 {exists}, {other}, {grid};"));
+        (other, exists)
+    }
+
+    /// Consumers, as a block's computation starts: the block its releases
+    /// go to besides this one (see [`Cluster::partner`]).
+    pub(super) fn pair_partner(&mut self) {
+        let Some(c) = self.clustered() else { return };
+        let (rank, partner) = (c.rank.clone(), c.partner.clone());
+        let block = self.roles.as_ref().expect("roles").block.clone();
+        let (_, exists) = self.other_block(&block);
+        let other = self.reg(RegClass::B32);
+        self.emit(format!("xor.b32 {other}, {rank}, 1;"));
+        self.emit(format!("selp.b32 {partner}, {other}, {rank}, {exists};"));
+    }
+
+    /// Consumers: the stage just read becomes `Roles::previous`; its partner with it.
+    pub(super) fn remember_partner(&mut self) {
+        if let Some(c) = self.clustered() {
+            let line = format!("mov.b32 {}, {};", c.previous_partner, c.partner);
+            self.emit(line);
+        }
+    }
+
+    /// Consumers, releasing `Roles::previous`, whose empty mbarrier is at
+    /// `bar`, where `releases` (each warp's lane 0): the partner's arrival.
+    pub(super) fn release_to_partner(&mut self, bar: &str, releases: &str) {
+        let Some(partner) = self.clustered().map(|c| c.previous_partner.clone()) else {
+            return;
+        };
+        let remote = self.reg(RegClass::B32);
+        self.emit(format!(
+            "@{releases} mapa.shared::cluster.u32 {remote}, {bar}, {partner};"
+        ));
+        // Release at the CTA's scope, as the local arrival: the stage was
+        // read by `wgmma`s already waited for, and a cluster-scope release
+        // would fence the epilogue's stores too (ncu: consumer warps stalled
+        // on the fence half the time, bf16 4096^3 at 0.6 of the unpaired
+        // kernel).
+        self.emit(format!(
+            "@{releases} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"
+        ));
+    }
+
+    /// Producer, for each block: the scalar ops `slice` (the loop's bounds
+    /// and tile indices), first for the pair's other block and then for this
+    /// one, and per staged tile whether the two load it alike.
+    pub(super) fn pair_tiles(&mut self, plan: &Plan, slice: &[&Op]) -> crate::error::Result<()> {
+        let block = self.roles.as_ref().expect("roles").block.clone();
+        let (other, exists) = self.other_block(&block);
+        self.roles.as_mut().expect("roles").block = other;
+        for op in slice {
+            self.op(op)?;
+        }
+        let mut theirs: Vec<Vec<Option<String>>> = Vec::new();
+        for s in plan.staged() {
+            let mut index = Vec::new();
+            for &i in &s.index {
+                let value = self.scalar(i);
+                index.push((i != plan.var).then(|| self.copy(RegClass::B32, &value)));
+            }
+            theirs.push(index);
+        }
+        self.roles.as_mut().expect("roles").block = block;
+        for op in slice {
+            self.op(op)?;
+        }
+        let shared = self.clustered().expect("a cluster").shared.clone();
+        for ((s, theirs), alike) in plan.staged().iter().zip(theirs).zip(shared) {
+            self.emit(format!("mov.pred {alike}, {exists};"));
+            for (&i, their) in s.index.iter().zip(theirs) {
+                let Some(their) = their else { continue };
+                let same = self.reg(RegClass::Pred);
+                self.emit(format!("setp.eq.s32 {same}, {}, {their};", self.scalar(i)));
+                self.emit(format!("and.pred {alike}, {alike}, {same};"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every thread of both blocks: `release` orders this block's earlier
+    /// writes and arrivals before the other's reads after the barrier (`acquire`).
+    pub(super) fn cluster_barrier(&mut self) {
+        self.emit("barrier.cluster.arrive.release;");
+        self.emit("barrier.cluster.wait.acquire;");
+    }
+}
