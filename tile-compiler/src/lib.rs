@@ -304,11 +304,18 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
             variants.push(variant(Vec::new(), entry("s"), lowered, None));
             let warp_choices = wgmma_warps(&func, kernel.num_warps);
+            // Operands read in f32 (tf32): `wgmma` variants whose blocks run
+            // in pairs too, which the launch may ask for (see `lower::cluster`).
+            let f32_operands = |pipelined: &[usize]| {
+                pipelined
+                    .iter()
+                    .all(|&p| matches!(&func.params[p], ir::Param::Tensor(t) if t.dtype == dtype::DType::F32))
+            };
             for (choice, &num_warps) in warp_choices.iter().enumerate() {
                 let wgmma = |vectorized: &[usize]| laid_out(num_warps, layout::MmaPath::Wgmma, vectorized);
                 let (f, layouts) = wgmma(&tensors);
                 let sm90a = Some(Target::Sm90a);
-                let lowered = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), kernel.num_stages)
+                let lowered = lower::lower_wgmma(&f, &layouts, &tensors, &entry("wgmma"), (kernel.num_stages, false))
                     .map_err(in_variant)?;
                 if lowered
                     .as_ref()
@@ -316,16 +323,27 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 {
                     continue;
                 }
-                if let Some(lowered) = lowered {
-                    // As above: a second variant with vectors (TMA) for the operands only.
-                    let operands = lowered.pipelined.clone();
-                    variants.push(variant(tensors.clone(), entry("wgmma"), lowered, sm90a));
-                    if operands != tensors {
-                        let (f, layouts) = wgmma(&operands);
-                        let lowered = lower::lower_wgmma(&f, &layouts, &operands, &entry("wgmma_s"), kernel.num_stages);
-                        if let Some(lowered) = lowered.map_err(in_variant)? {
-                            variants.push(variant(operands, entry("wgmma_s"), lowered, sm90a));
-                        }
+                let Some(lowered) = lowered else { break };
+                // As above: a second variant with vectors (TMA) for the operands only.
+                let operands = lowered.pipelined.clone();
+                let paired = lowered.persistent && f32_operands(&operands);
+                variants.push(variant(tensors.clone(), entry("wgmma"), lowered, sm90a));
+                let mut sets = vec![(tensors.clone(), "wgmma")];
+                if operands != tensors {
+                    let (f, layouts) = wgmma(&operands);
+                    let lowered =
+                        lower::lower_wgmma(&f, &layouts, &operands, &entry("wgmma_s"), (kernel.num_stages, false));
+                    if let Some(lowered) = lowered.map_err(in_variant)? {
+                        variants.push(variant(operands.clone(), entry("wgmma_s"), lowered, sm90a));
+                        sets.push((operands, "wgmma_s"));
+                    }
+                }
+                for (vectorized, kind) in sets.into_iter().filter(|_| paired) {
+                    let (f, layouts) = wgmma(&vectorized);
+                    let name = entry(&format!("{kind}_pairs"));
+                    let lowered = lower::lower_wgmma(&f, &layouts, &vectorized, &name, (kernel.num_stages, true));
+                    if let Some(lowered) = lowered.map_err(in_variant)?.filter(|l| l.cluster > 1) {
+                        variants.push(variant(vectorized, name, lowered, sm90a));
                     }
                 }
                 break;

@@ -22,36 +22,64 @@ pub const TILES: [&str; 10] = [
     "64x64x32",
 ];
 
+/// The f32 tiles again, launched in pairs of blocks that share operand
+/// tiles (`tile::Grid::in_pairs`; sm_90a): faster on some problems (an LM
+/// head), slower on others (squares), so the tuner decides.
+const PAIRED_TILES: [&str; 5] = [
+    "128x256x32 pairs",
+    "64x256x32 pairs",
+    "128x128x32 pairs",
+    "64x128x32 pairs",
+    "64x64x32 pairs",
+];
+
 /// The tiles built for element type `T`: for f32 (tf32) operands, no
 /// K-step of 64, where their fragments would spill registers (the kernels
-/// skip those combinations).
+/// skip those combinations), and each launched in pairs too.
 pub fn tiles<T: Element>() -> Vec<&'static str> {
+    if T::DTYPE != tile::DType::F32 {
+        return TILES.to_vec();
+    }
     TILES
         .into_iter()
-        .filter(|t| T::DTYPE != tile::DType::F32 || !t.ends_with("x64"))
+        .filter(|t| !t.ends_with("x64"))
+        .chain(PAIRED_TILES)
         .collect()
 }
 
-/// Launches `$kernel` with the tile named `$tile` (one of [`TILES`]; an
-/// unknown name is the smallest tile) on a grid of [`blocks`] for `$m x $n`.
-macro_rules! launch_with_tile {
-    ($tile:expr, $kernel:ident::<$T:ty>, $stream:expr, ($m:expr, $n:expr), $($arg:expr),*) => {
-        match $tile {
-            "128x256x64" => $kernel::launch::<$T, 128, 256, 64>($stream, blocks($m, $n, 128, 256), $($arg),*),
-            "128x256x32" => $kernel::launch::<$T, 128, 256, 32>($stream, blocks($m, $n, 128, 256), $($arg),*),
-            "64x256x64" => $kernel::launch::<$T, 64, 256, 64>($stream, blocks($m, $n, 64, 256), $($arg),*),
-            "64x256x32" => $kernel::launch::<$T, 64, 256, 32>($stream, blocks($m, $n, 64, 256), $($arg),*),
-            "128x128x64" => $kernel::launch::<$T, 128, 128, 64>($stream, blocks($m, $n, 128, 128), $($arg),*),
-            "128x128x32" => $kernel::launch::<$T, 128, 128, 32>($stream, blocks($m, $n, 128, 128), $($arg),*),
-            "64x128x64" => $kernel::launch::<$T, 64, 128, 64>($stream, blocks($m, $n, 64, 128), $($arg),*),
-            "64x128x32" => $kernel::launch::<$T, 64, 128, 32>($stream, blocks($m, $n, 64, 128), $($arg),*),
-            "64x64x64" => $kernel::launch::<$T, 64, 64, 64>($stream, blocks($m, $n, 64, 64), $($arg),*),
-            _ => $kernel::launch::<$T, 64, 64, 32>($stream, blocks($m, $n, 64, 64), $($arg),*),
-        }
-    };
+/// The grid of `blocks` blocks, in pairs for a tile named "... pairs".
+fn grid(tile: &str, blocks: u32) -> tile::Grid {
+    let grid = tile::Grid::from(blocks);
+    if tile.ends_with(" pairs") {
+        grid.in_pairs()
+    } else {
+        grid
+    }
 }
 
-/// `c = a @ b` with one of [`TILES`] (an unknown name is the smallest tile).
+/// Launches `$kernel` with the tile named `$tile` (one of [`tiles`]; an
+/// unknown name is the smallest tile) on a grid of [`blocks`] for `$m x $n`,
+/// in pairs for a name ending in " pairs".
+macro_rules! launch_with_tile {
+    ($tile:expr, $kernel:ident::<$T:ty>, $stream:expr, ($m:expr, $n:expr), $($arg:expr),*) => {{
+        let t: &str = $tile;
+        let on = |bm, bn| grid(t, blocks($m, $n, bm, bn));
+        match t.trim_end_matches(" pairs") {
+            "128x256x64" => $kernel::launch::<$T, 128, 256, 64>($stream, on(128, 256), $($arg),*),
+            "128x256x32" => $kernel::launch::<$T, 128, 256, 32>($stream, on(128, 256), $($arg),*),
+            "64x256x64" => $kernel::launch::<$T, 64, 256, 64>($stream, on(64, 256), $($arg),*),
+            "64x256x32" => $kernel::launch::<$T, 64, 256, 32>($stream, on(64, 256), $($arg),*),
+            "128x128x64" => $kernel::launch::<$T, 128, 128, 64>($stream, on(128, 128), $($arg),*),
+            "128x128x32" => $kernel::launch::<$T, 128, 128, 32>($stream, on(128, 128), $($arg),*),
+            "64x128x64" => $kernel::launch::<$T, 64, 128, 64>($stream, on(64, 128), $($arg),*),
+            "64x128x32" => $kernel::launch::<$T, 64, 128, 32>($stream, on(64, 128), $($arg),*),
+            "64x64x64" => $kernel::launch::<$T, 64, 64, 64>($stream, on(64, 64), $($arg),*),
+            _ => $kernel::launch::<$T, 64, 64, 32>($stream, on(64, 64), $($arg),*),
+        }
+    }};
+}
+
+/// `c = a @ b` with one of [`tiles`] (an unknown name is the smallest tile).
 pub fn launch_tile<T: Element>(
     stream: &Stream,
     tile: &str,
@@ -63,7 +91,7 @@ pub fn launch_tile<T: Element>(
     launch_with_tile!(tile, matmul::<T>, stream, (m, n), a, b, c)
 }
 
-/// `y = x @ w^T + b` (GELU after if `gelu`) with one of [`TILES`].
+/// `y = x @ w^T + b` (GELU after if `gelu`) with one of [`tiles`].
 pub fn launch_linear_tile<T: Element>(
     stream: &Stream,
     tile: &str,

@@ -6,28 +6,52 @@ pub struct Grid {
     pub x: u32,
     pub y: u32,
     pub z: u32,
+    /// Whether the launch takes a variant whose blocks run in pairs that
+    /// share operand tiles, where the kernel has one ([`Grid::in_pairs`]).
+    pub pairs: bool,
+}
+
+impl Grid {
+    /// The same grid, its blocks run in pairs (clusters of two) that share
+    /// the operand tiles both load, where the kernel has such a variant:
+    /// the sm_90a `wgmma` variants with f32 (tf32) operands. Whether that
+    /// is faster depends on the problem (`tile_kernels::matmul` lets
+    /// `tile::autotune` decide); elsewhere it changes nothing.
+    pub fn in_pairs(self) -> Grid {
+        Grid { pairs: true, ..self }
+    }
 }
 
 impl From<u32> for Grid {
     fn from(x: u32) -> Grid {
-        Grid { x, y: 1, z: 1 }
+        Grid {
+            x,
+            y: 1,
+            z: 1,
+            pairs: false,
+        }
     }
 }
 
 impl From<(u32, u32)> for Grid {
     fn from((x, y): (u32, u32)) -> Grid {
-        Grid { x, y, z: 1 }
+        Grid {
+            x,
+            y,
+            z: 1,
+            pairs: false,
+        }
     }
 }
 
 impl From<(u32, u32, u32)> for Grid {
     fn from((x, y, z): (u32, u32, u32)) -> Grid {
-        Grid { x, y, z }
+        Grid { x, y, z, pairs: false }
     }
 }
 
 impl From<[u32; 3]> for Grid {
     fn from([x, y, z]: [u32; 3]) -> Grid {
-        Grid { x, y, z }
+        Grid { x, y, z, pairs: false }
     }
 }

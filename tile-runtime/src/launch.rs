@@ -204,7 +204,7 @@ pub fn launch(
         .collect();
     let target = stream.device().target();
     let mut variant = kernel
-        .variant_for(types, consts, &aligned, target)
+        .variant_for(types, consts, &aligned, (target, grid.pairs))
         .ok_or_else(not_built)?;
     // Read-only operands whose rows TMA cannot read where they are: copied
     // into rows it can, when that lets a variant read them through TMA.
@@ -214,7 +214,7 @@ pub fn launch(
         .map(|(&r, t)| r && t.as_ref().is_some_and(|t| Rows::of(&t.shape, &t.strides).is_some()))
         .collect();
     let mut scratch = None;
-    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), target) {
+    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), (target, grid.pairs)) {
         if v.vectorized.len() > variant.vectorized.len() {
             let sources: Vec<Source> = copies
                 .iter()

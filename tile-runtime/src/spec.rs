@@ -107,39 +107,42 @@ pub struct KernelSpec {
 impl KernelSpec {
     /// The best variant made for `target` (`None`: portable) for these type
     /// and const values whose vector-accessed tensors are all among those
-    /// `aligned` allows (indexed by parameter): the one with the most.
+    /// `aligned` allows (indexed by parameter): the one with the most; of
+    /// those, with `pairs`, one whose blocks run in pairs (clusters), if any.
     fn best(
         &self,
         types: &[DType],
         consts: &[i64],
         aligned: &[bool],
-        target: Option<Target>,
+        (target, pairs): (Option<Target>, bool),
     ) -> Option<&'static VariantSpec> {
         self.variants
             .iter()
             .filter(|v| v.types == types && v.consts == consts && v.target == target)
+            .filter(|v| v.cluster == 1 || pairs)
             .filter(|v| v.vectorized.iter().all(|&p| aligned.get(p) == Some(&true)))
-            .max_by_key(|v| v.vectorized.len())
+            .max_by_key(|v| (v.vectorized.len(), v.cluster))
     }
 
     /// The portable variant for these type and const values that the
     /// arguments' alignment allows (see [`KernelSpec::variant_for`]).
     pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static VariantSpec> {
-        self.best(types, consts, aligned, None)
+        self.best(types, consts, aligned, (None, false))
     }
 
     /// The variant to run on `target`: one made for that target where there
     /// is one (sm_90a: `wgmma` + TMA), else a portable one; of those, the
     /// one with the most tensors accessed with vectors among those whose
-    /// arguments allow it (`aligned[p]` for parameter `p`).
+    /// arguments allow it (`aligned[p]` for parameter `p`), and with `pairs`
+    /// (see [`crate::Grid::in_pairs`]) one whose blocks run in pairs if there is one.
     pub fn variant_for(
         &self,
         types: &[DType],
         consts: &[i64],
         aligned: &[bool],
-        target: Target,
+        (target, pairs): (Target, bool),
     ) -> Option<&'static VariantSpec> {
-        self.best(types, consts, aligned, Some(target))
+        self.best(types, consts, aligned, (Some(target), pairs))
             .or_else(|| self.variant(types, consts, aligned))
     }
 
@@ -147,13 +150,14 @@ impl KernelSpec {
     /// tensors `copyable` marks (read-only, rows evenly spaced, but not 16
     /// bytes apart), which the launcher then copies into rows that are (see
     /// `repitch`): of those whose other vector-accessed tensors `aligned`
-    /// allows, the one with the most. With the parameters to copy.
+    /// allows, the one with the most (and with `pairs` paired, as
+    /// [`KernelSpec::variant_for`]). With the parameters to copy.
     pub fn variant_copying(
         &self,
         types: &[DType],
         consts: &[i64],
         (aligned, copyable): (&[bool], &[bool]),
-        target: Target,
+        (target, pairs): (Target, bool),
     ) -> Option<(&'static VariantSpec, Vec<usize>)> {
         let copied = |v: &VariantSpec| -> Option<Vec<usize>> {
             let mut copies = Vec::new();
@@ -169,8 +173,9 @@ impl KernelSpec {
         self.variants
             .iter()
             .filter(|v| v.types == types && v.consts == consts && v.target == Some(target))
+            .filter(|v| v.cluster == 1 || pairs)
             .filter_map(|v| Some((v, copied(v)?)))
-            .max_by_key(|(v, _)| v.vectorized.len())
+            .max_by_key(|(v, _)| (v.vectorized.len(), v.cluster))
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
@@ -197,6 +202,9 @@ impl KernelSpec {
         });
         if let Some(t) = v.target {
             parts.push(t.name().to_string());
+        }
+        if v.cluster > 1 {
+            parts.push("in pairs".to_string());
         }
         format!("{}[{}]", self.name, parts.join(", "))
     }
@@ -263,6 +271,15 @@ mod tests {
     use super::*;
 
     const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> VariantSpec {
+        paired(entry, vectorized, target, 1)
+    }
+
+    const fn paired(
+        entry: &'static str,
+        vectorized: &'static [usize],
+        target: Option<Target>,
+        cluster: u32,
+    ) -> VariantSpec {
         // The `wgmma` variants read the operands (parameters 0 and 1) by TMA.
         let tma_only: &'static [usize] = match target {
             Some(_) => &[0, 1],
@@ -280,7 +297,7 @@ mod tests {
             tensor_maps: &[],
             tma_only,
             persistent: false,
-            cluster: 1,
+            cluster,
             ptx: "",
         }
     }
@@ -320,6 +337,7 @@ mod tests {
             variant("s", &[], None),
             variant("wgmma", &[0, 1, 3], Some(Target::Sm90a)),
             variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
+            paired("wgmma_pairs", &[0, 1, 3], Some(Target::Sm90a), 2),
         ],
     };
 
@@ -327,7 +345,7 @@ mod tests {
     fn operands_read_through_tma_alone_may_be_copied_into_aligned_rows() {
         let copying = |aligned: [bool; 4], copyable: [bool; 4], target| {
             MATMUL
-                .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), target)
+                .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), (target, false))
                 .map(|(v, copies)| (v.entry, copies))
         };
         // An LM head in `matmul` form: b's rows, and c's, not 16 bytes apart.
@@ -353,10 +371,28 @@ mod tests {
     }
 
     fn chosen(aligned: [bool; 4], target: Target) -> &'static str {
+        chosen_in(aligned, (target, false))
+    }
+
+    fn chosen_in(aligned: [bool; 4], (target, pairs): (Target, bool)) -> &'static str {
         MATMUL
-            .variant_for(&[DType::BF16], &[], &aligned, target)
+            .variant_for(&[DType::BF16], &[], &aligned, (target, pairs))
             .expect("a variant")
             .entry
+    }
+
+    #[test]
+    fn a_launch_in_pairs_takes_the_paired_variant_where_there_is_one() {
+        let all = [true, true, false, true];
+        assert_eq!(chosen_in(all, (Target::Sm90a, true)), "wgmma_pairs");
+        assert_eq!(chosen_in(all, (Target::Sm90a, false)), "wgmma");
+        // None with the arguments' alignment: the unpaired one that allows it.
+        assert_eq!(chosen_in([true, true, false, false], (Target::Sm90a, true)), "wgmma_s");
+        assert_eq!(chosen_in(all, (Target::Sm90, true)), "v");
+        assert_eq!(
+            MATMUL.describe(&MATMUL.variants[5]),
+            "matmul[T=bf16, vectorized, sm_90a, in pairs]"
+        );
     }
 
     #[test]

@@ -13,6 +13,12 @@
 //! each copies whole. A tile's halves are its panels (128-byte columns of
 //! the swizzle), or the halves of its rows when it has one panel.
 //!
+//! Such variants are built beside the unpaired ones (entries ending in
+//! `_pairs`), and a launch takes one when its grid asks for pairs
+//! (`Grid::in_pairs`): measured on an H100, pairing gains 8-17% on some
+//! problems (an LM head, short K-loops) and loses 1-7% on others (squares),
+//! so the caller's tuner chooses.
+//!
 //! A stage is then written by both producers: neither refills it before
 //! both blocks' consumers have released it. Each consumer warp arrives on
 //! its own block's empty mbarrier and on its partner's, or twice on its own

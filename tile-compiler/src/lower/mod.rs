@@ -99,6 +99,7 @@ pub fn lower(
         scratch_offset: None,
         stage_budget: None,
         ping_pong: false,
+        pairs: false,
         team_scratch: None,
     };
     lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
@@ -108,13 +109,14 @@ pub fn lower(
 /// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]), the tensors
 /// in `vectorized` accessed with vectors (as [`lower`]; TMA copies only
 /// those): `None` when the kernel has no `mma` or one of them cannot take
-/// that path.
+/// that path. With `pairs`, blocks run in pairs sharing f32 operand tiles
+/// where they can (see [`cluster`]; [`Lowered::cluster`] says whether).
 pub fn lower_wgmma(
     func: &Func,
     layouts: &Layouts,
     vectorized: &[usize],
     entry_name: &str,
-    num_stages: Option<u32>,
+    (num_stages, pairs): (Option<u32>, bool),
 ) -> Result<Option<Lowered>> {
     let how = Lowering {
         path: MmaPath::Wgmma,
@@ -122,6 +124,7 @@ pub fn lower_wgmma(
         scratch_offset: None,
         stage_budget: None,
         ping_pong: true,
+        pairs,
         team_scratch: None,
     };
     let (lowered, l) = lower_with(func, layouts, vectorized, entry_name, how)?;
@@ -132,8 +135,9 @@ pub fn lower_wgmma(
 /// scratch area lives (`None`: static shared memory), the shared memory
 /// pipeline stages may take when the default would leave the scratch area
 /// too little (`None`: the default), whether two consumer warpgroups
-/// may take turns on a warp-specialized kernel's tiles (see [`specialize`]),
-/// and then the bytes of each one's scratch area (`None`: not known yet).
+/// may take turns on a warp-specialized kernel's tiles (see [`specialize`])
+/// and whether its blocks may run in pairs (see [`cluster`]), and then the
+/// bytes of each team's scratch area (`None`: not known yet).
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
@@ -141,6 +145,7 @@ struct Lowering {
     scratch_offset: Option<usize>,
     stage_budget: Option<usize>,
     ping_pong: bool,
+    pairs: bool,
     team_scratch: Option<usize>,
 }
 
@@ -163,12 +168,14 @@ fn lower_with(
         scratch_offset,
         stage_budget,
         ping_pong,
+        pairs,
         team_scratch,
     } = how;
     let mut l = Lower {
         scratch_offset,
         stage_budget,
         ping_pong,
+        pairs,
         team_scratch,
         num_stages,
         path,
@@ -368,6 +375,8 @@ struct Lower<'a> {
     /// and the bytes of each one's scratch area, once known.
     ping_pong: bool,
     team_scratch: Option<usize>,
+    /// Whether blocks may run in pairs sharing operand tiles (see [`cluster`]).
+    pairs: bool,
     labels: usize,
     /// Values that are `mma` operands, converted into fragment layouts.
     operands: HashMap<ValueId, Operand>,

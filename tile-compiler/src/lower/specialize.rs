@@ -236,7 +236,7 @@ impl Lower<'_> {
             return Ok(false);
         };
         let bounds = self.producer_slice(&body[..at], [*lo, *hi].into()).unwrap_or_default();
-        let paired = self.pairs_blocks(&plan, &bounds);
+        let paired = self.pairs && self.pairs_blocks(&plan, &bounds);
         // The empty mbarriers follow the full ones, and the ready ones
         // those. Paired blocks' consumers release each other's stages too.
         let releases = if paired { 2 } else { 1 } * self.func.num_warps;
