@@ -108,8 +108,8 @@ impl Lower<'_> {
     /// announcing their bytes to the stage's full mbarrier. In a cluster
     /// ([`super::cluster`]) a tile the pair's blocks load alike goes in two
     /// halves (its panels, or the halves of its rows when it has one), this
-    /// block's half multicast into both blocks' stages; another tile is
-    /// copied here whole.
+    /// block's half multicast into both blocks' stages; another tile this
+    /// block copies itself, both halves.
     pub(super) fn tma_fill(&mut self, plan: &Plan, j: &str, stage: &str) {
         let bar = self.stage_barrier(plan, stage, StageBarrier::Full);
         let state = self.reg(RegClass::B64);
