@@ -403,6 +403,8 @@ fn persistent_blocks_cover_every_tile() {
 /// `group_tiles` gives some pairs one column (its tile multicast), others
 /// two (each loads its own), and an odd tile count leaves the last block
 /// without a partner. Tiles split in two warpgroups, and taking turns.
+/// `linear`'s f32 tiles are stored through TMA, panel by panel, clipped at
+/// the ragged last row and column of tiles (outputs start poisoned).
 #[test]
 fn paired_blocks_share_tiles_of_a_column_or_load_their_own() {
     let Some((d, s)) = gpu("paired_blocks_share_tiles_of_a_column_or_load_their_own") else {

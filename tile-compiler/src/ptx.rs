@@ -208,7 +208,12 @@ pub fn entry(
     s.push_str("{\n");
     s.push_str(&regs.declarations());
     if shared_bytes > 0 {
-        writeln!(s, "\t.shared .align 128 .b8 smem[{shared_bytes}];").expect("write");
+        writeln!(
+            s,
+            "\t.shared .align {} .b8 smem[{shared_bytes}];",
+            crate::lower::SCRATCH_ALIGN
+        )
+        .expect("write");
     }
 
     s.push('\n');

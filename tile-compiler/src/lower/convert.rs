@@ -20,15 +20,20 @@ use crate::ptx::RegClass;
 use std::collections::HashMap;
 
 /// A tile of `shape` stored as rows along its last dimension, swizzled.
-struct SharedTile<'s> {
-    shape: &'s [usize],
-    elem_bytes: usize,
-    swizzle: Swizzle,
+pub(super) struct SharedTile<'s> {
+    pub(super) shape: &'s [usize],
+    pub(super) elem_bytes: usize,
+    pub(super) swizzle: Swizzle,
 }
 
 impl SharedTile<'_> {
-    /// The address bits coordinate bit `(dim, b)` sets (XORed together).
+    /// The address bits coordinate bit `(dim, b)` sets (XORed together):
+    /// none for a bit past the tile's extent (a piece of a larger tile,
+    /// whose other pieces take turns in the same place).
     fn mask(&self, (dim, b): Bit) -> usize {
+        if 1 << b >= self.shape[dim] {
+            return 0;
+        }
         let last = self.shape.len() - 1;
         let line = self.swizzle.line_bytes();
         if dim == last {
@@ -57,11 +62,11 @@ impl SharedTile<'_> {
 }
 
 /// One access: `width` registers from `first`, at `[addr + imm]`.
-struct SharedAccess {
-    first: usize,
-    width: usize,
-    addr: String,
-    imm: usize,
+pub(super) struct SharedAccess {
+    pub(super) first: usize,
+    pub(super) width: usize,
+    pub(super) addr: String,
+    pub(super) imm: usize,
 }
 
 impl Lower<'_> {
@@ -95,24 +100,7 @@ impl Lower<'_> {
         let owner = self.owner_pred(la.replicated_mask());
         self.barrier();
         for a in self.shared_accesses(la, &tile, &base) {
-            let regs = &src[a.first..a.first + a.width];
-            let (ty, words): (&str, Vec<String>) = match (eb, a.width) {
-                (2, 1) => ("b16", regs.to_vec()),
-                (2, _) => (
-                    "b32",
-                    regs.chunks(2)
-                        .map(|p| {
-                            let w = self.reg(RegClass::B32);
-                            self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                            w
-                        })
-                        .collect(),
-                ),
-                _ => ("b32", regs.to_vec()),
-            };
-            let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
-            let (v, list) = vector_operand(&words);
-            self.emit(format!("{guard}st.shared{v}.{ty} [{}+{}], {list};", a.addr, a.imm));
+            self.store_shared(&src[a.first..a.first + a.width], eb, (&a.addr, a.imm), owner.as_deref());
         }
         self.barrier();
         let mut out = Vec::with_capacity(lb.num_regs());
@@ -141,9 +129,31 @@ impl Lower<'_> {
         Some(out)
     }
 
+    /// Stores `regs` (consecutive elements of `eb` bytes) at `[addr + imm]`,
+    /// by the threads `owner` selects (all when `None`).
+    pub(super) fn store_shared(&mut self, regs: &[String], eb: usize, (addr, imm): (&str, usize), owner: Option<&str>) {
+        let (ty, words): (&str, Vec<String>) = match (eb, regs.len()) {
+            (2, 1) => ("b16", regs.to_vec()),
+            (2, _) => (
+                "b32",
+                regs.chunks(2)
+                    .map(|p| {
+                        let w = self.reg(RegClass::B32);
+                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
+                        w
+                    })
+                    .collect(),
+            ),
+            _ => ("b32", regs.to_vec()),
+        };
+        let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
+        let (v, list) = vector_operand(&words);
+        self.emit(format!("{guard}st.shared{v}.{ty} [{addr}+{imm}], {list};"));
+    }
+
     /// The accesses that move layout `l`'s registers to or from `tile` at
     /// `base`: runs of registers along the stored rows, up to 16 bytes.
-    fn shared_accesses(&mut self, l: &Layout, tile: &SharedTile, base: &str) -> Vec<SharedAccess> {
+    pub(super) fn shared_accesses(&mut self, l: &Layout, tile: &SharedTile, base: &str) -> Vec<SharedAccess> {
         let last = l.shape.len() - 1;
         let run = l.contiguous_run(last).min(16 / tile.elem_bytes);
         let thread_bits: Vec<(usize, usize)> = l
@@ -155,7 +165,11 @@ impl Lower<'_> {
             .collect();
         let thread_mask = thread_bits.iter().fold(0, |m, (_, b)| m | b);
         // The thread's part of every address: once per layout and tile.
-        let key = (l.clone(), tile.swizzle.row_bytes, "swizzled tile");
+        let key = (
+            l.clone(),
+            tile.swizzle.rows << 16 | tile.swizzle.row_bytes,
+            "swizzled tile",
+        );
         let thread = match self.fragment_offsets.get(&key) {
             Some(t) => t[0].clone(),
             None => {

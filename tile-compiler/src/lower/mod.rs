@@ -21,6 +21,7 @@ mod pipeline;
 mod specialize;
 mod tensor_core;
 mod tma;
+mod tma_store;
 mod transpose;
 mod wgmma;
 
@@ -51,6 +52,11 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 
 /// Shared memory one block may have in all on Hopper (227 KiB).
 pub const MAX_BLOCK_SHARED_BYTES: usize = 227 * 1024;
+
+/// Alignment of the scratch area (and of each team's part): the 1024-byte
+/// period of the 128-byte swizzle, which TMA applies to shared addresses
+/// ([`tma_store`]).
+pub const SCRATCH_ALIGN: usize = 1024;
 
 /// A lowered kernel entry (module header not included).
 pub struct Lowered {
@@ -227,7 +233,7 @@ fn lower_with(
             // lower again, each team's scratch after the one before.
             let Some(per_team) = team_scratch else {
                 let how = Lowering {
-                    team_scratch: Some(l.shared_bytes.next_multiple_of(128)),
+                    team_scratch: Some(l.shared_bytes.next_multiple_of(SCRATCH_ALIGN)),
                     ..how
                 };
                 return lower_with(func, layouts, vectorized, entry_name, how);
@@ -241,7 +247,7 @@ fn lower_with(
     if l.shared_bytes > MAX_SHARED_BYTES && scratch_offset.is_none() {
         // Past the static limit, the scratch area moves to dynamic shared
         // memory after the pipeline stages: lower again with it there.
-        let offset = l.dynamic_shared.next_multiple_of(128);
+        let offset = l.dynamic_shared.next_multiple_of(SCRATCH_ALIGN);
         let how = Lowering {
             scratch_offset: Some(offset),
             ..how
@@ -1325,6 +1331,9 @@ impl<'a> Lower<'a> {
     }
 
     fn store(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        if self.tma_store(t, index, value) {
+            return;
+        }
         let l = self.layout(value);
         let dtype = self.func.tensor(t).dtype;
         let vals = self.regs_of(value);

@@ -41,7 +41,7 @@ pub struct TensorMap {
 
 impl Lower<'_> {
     /// The generic address of the tensor-map parameter for `map`, declared on first use.
-    fn tensor_map(&mut self, map: TensorMap) -> String {
+    pub(super) fn tensor_map(&mut self, map: TensorMap) -> String {
         if let Some(i) = self.tensor_maps.iter().position(|(m, _)| *m == map) {
             return self.tensor_maps[i].1.clone();
         }

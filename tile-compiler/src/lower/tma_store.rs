@@ -1,0 +1,147 @@
+//! Stores through TMA (sm_90a, warp-specialized kernels): the computing
+//! threads write a tile into shared memory one panel (128-byte column) at
+//! a time, swizzled as TMA reads it ([`super::tensor_core::Swizzle`]), and
+//! one thread copies the panel to global memory with
+//! `cp.async.bulk.tensor`. The hardware drops the elements past the
+//! tensor's end, so no thread computes addresses or bounds, and the stores
+//! leave the load/store queue to the stage barriers of the team whose
+//! K-loop runs meanwhile (ncu, tf32 8192x768x2304: the accumulators'
+//! 8-byte global stores stalled on a full queue; CUTLASS's and cuBLAS's
+//! epilogues store through TMA).
+//!
+//! A panel's copy reads the shared memory after the store returns, so its
+//! thread waits for that read (`cp.async.bulk.wait_group.read`) before the
+//! threads write the next panel, or anything else, into the scratch area.
+
+use super::Lower;
+use super::convert::SharedTile;
+use super::tensor_core::Swizzle;
+use super::tma::TensorMap;
+use crate::ir::*;
+use crate::ptx::RegClass;
+
+impl Lower<'_> {
+    /// Stores `value` at tile `index` of tensor `t` through TMA, and returns
+    /// true; false, having emitted nothing, when it cannot: outside a
+    /// warp-specialized kernel, a tensor not aligned for vectors (the
+    /// launcher then picks another variant) or read by the kernel too
+    /// (its loads would not see the copies), a tile converted into 16-byte
+    /// runs for the store (a 16-bit accumulator: staged once already, it
+    /// stores whole sectors), rows under 16 bytes or more than a TMA box
+    /// holds (256), more than one dimension but the last longer than 1, or
+    /// a layout whose threads split more columns than a 128-byte panel holds.
+    ///
+    /// The tile goes a panel at a time, so that its scratch is one panel's
+    /// rows (16 KiB for 128 rows of f32, which leave a 128x128x32 tf32
+    /// pipeline its six stages), and every thread holds a part of each.
+    /// Measured and dropped (H100): two buffers, the next panel written
+    /// while the last one's copy reads the other, gained nothing for one
+    /// team and cost two teams a stage; an accumulator `wgmma` computes
+    /// transposed (`a @ b` in tf32), whose threads split more columns,
+    /// stored in pieces of fewer rows, lost 3% against its stores from
+    /// registers.
+    pub(super) fn tma_store(&mut self, t: usize, index: &[ValueId], value: ValueId) -> bool {
+        let Some(team_threads) = self.roles.as_ref().map(|r| r.consumers / r.teams) else {
+            return false;
+        };
+        if !self.vectorized.contains(&t) || reads(&self.func.body, t) || converted(&self.func.body, value) {
+            return false;
+        }
+        let l = self.layout(value);
+        let eb = self.func.tensor(t).dtype.bytes();
+        let rank = l.shape.len();
+        let last = rank - 1;
+        let Some(rows_dim) = (0..last).rev().find(|&d| l.shape[d] > 1).or(last.checked_sub(1)) else {
+            return false;
+        };
+        let (cols, rows) = (l.shape[last], l.shape[rows_dim]);
+        let line = (cols * eb).min(128);
+        let inner = line / eb;
+        let threads_split_panels = l
+            .lane
+            .iter()
+            .chain(&l.warp)
+            .flatten()
+            .any(|&(d, b)| d == last && 1 << b >= inner);
+        let one_row_dim = (0..last).all(|d| d == rows_dim || l.shape[d] == 1);
+        if line < 16 || rows > 256 || !one_row_dim || threads_split_panels {
+            return false;
+        }
+        self.vector_accessed.insert(t);
+        let mut panel = l.shape.clone();
+        panel[last] = inner;
+        let tile = SharedTile {
+            shape: &panel,
+            elem_bytes: eb,
+            swizzle: Swizzle { rows, row_bytes: line },
+        };
+        self.shared_bytes = self.shared_bytes.max(rows * line);
+        let box_dims = std::iter::once(inner as u32)
+            .chain(panel[..last].iter().rev().map(|&n| n as u32))
+            .collect();
+        let map = self.tensor_map(TensorMap {
+            param: t,
+            box_dims,
+            swizzle_bytes: line as u32,
+            interleaved_rows: false,
+        });
+        // The tile's first element, innermost coordinate first.
+        let origin: Vec<String> = (0..rank)
+            .rev()
+            .map(|d| {
+                let index = self.scalar(index[d]);
+                let c = self.reg(RegClass::B32);
+                self.emit(format!("mul.lo.s32 {c}, {index}, {};", l.shape[d]));
+                c
+            })
+            .collect();
+        let leader = self.reg(RegClass::Pred);
+        let first = self.reg(RegClass::B32);
+        self.emit(format!("and.b32 {first}, {}, {};", self.tid, team_threads - 1));
+        self.emit(format!("setp.eq.u32 {leader}, {first}, 0;"));
+        let src = self.regs_of(value);
+        let base = self.scratch_base();
+        let owner = self.owner_pred(l.replicated_mask());
+        // Each panel's registers, at the same addresses (the panel's bits
+        // are register bits, which the panel-wide tile maps to nothing).
+        let accesses = self.shared_accesses(l, &tile, &base);
+        for p in 0..cols / inner {
+            // Past the last scratch use (the previous panel's copy included).
+            self.barrier();
+            for a in accesses.iter().filter(|a| l.reg_coord(a.first)[last] / inner == p) {
+                self.store_shared(&src[a.first..a.first + a.width], eb, (&a.addr, a.imm), owner.as_deref());
+            }
+            // The writes, made visible to the copy (the async proxy).
+            self.emit("fence.proxy.async.shared::cta;");
+            self.barrier();
+            let mut at = origin.clone();
+            if p > 0 {
+                at[0] = self.reg(RegClass::B32);
+                self.emit(format!("add.s32 {}, {}, {};", at[0], origin[0], p * inner));
+            }
+            self.emit(format!(
+                "@{leader} cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [{map}, {{{}}}], [{base}];",
+                at.join(", ")
+            ));
+            self.emit(format!("@{leader} cp.async.bulk.commit_group;"));
+            self.emit(format!("@{leader} cp.async.bulk.wait_group.read 0;"));
+        }
+        true
+    }
+}
+
+/// Whether `ops` load or gather from tensor `t`.
+fn reads(ops: &[Op], t: usize) -> bool {
+    ops.iter().any(|op| {
+        matches!(op.kind, OpKind::Load { tensor, .. } | OpKind::Gather { tensor, .. } if tensor == t)
+            || op.kind.bodies().into_iter().any(|body| reads(body, t))
+    })
+}
+
+/// Whether `v` is the result of a layout conversion in `ops`.
+fn converted(ops: &[Op], v: ValueId) -> bool {
+    ops.iter().any(|op| {
+        matches!(op.kind, OpKind::Convert(_)) && op.results.contains(&v)
+            || op.kind.bodies().into_iter().any(|body| converted(body, v))
+    })
+}
