@@ -237,6 +237,57 @@ fn mma_takes_a_transposed_a_operand() {
     }
 }
 
+// ---- a batched x @ w^T: three-dimensional tiles ------------------------------------
+
+/// `y[i] = x[i] @ w[i]^T` on `[1, rows, cols]` tiles: on sm_90a an f32 `y`
+/// is stored through TMA, a 128-byte panel at a time, with 3-d boxes.
+#[tile::kernel(BM = [128], BN = [128], BK = [32])]
+fn batched_linear<const BM: usize, const BN: usize, const BK: usize>(
+    x: &Tensor<f32>,
+    w: &Tensor<f32>,
+    y: &mut Tensor<f32>,
+) {
+    let batch = block_id(1);
+    let [m, n] = group_tiles(block_id(0), cdiv(x.shape(1), BM), cdiv(w.shape(1), BN), 8);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(x.shape(2), BK) {
+        let xk = x.load([batch, m, k], [1, BM, BK]).reshape([BM, BK]);
+        let wk = w.load([batch, n, k], [1, BN, BK]).reshape([BN, BK]);
+        acc = mma(xk, wk.transpose(), acc);
+    }
+    y.store([batch, m, n], acc.reshape([1, BM, BN]));
+}
+
+#[test]
+fn batched_tiles_are_stored_with_their_batch_index() {
+    let mut rng = Rng::new(37);
+    let d = tile::testing::gpu_or_skip("batched_tiles_are_stored_with_their_batch_index");
+    // Ragged M and N (N a multiple of 4, so that `y` is 16-byte aligned), K under a tile.
+    let (batch, m, n, k) = (3, 200, 260, 24);
+    let x = host::<f32>(&rng.normals(batch * m * k, 1.0), &[batch, m, k]);
+    let w = host::<f32>(&rng.normals(batch * n * k, 1.0), &[batch, n, k]);
+    let (xv, wv) = (values(&x), values(&w));
+    let reference: Vec<f64> = (0..batch * m * n)
+        .map(|e| {
+            let (i, r, c) = (e / (m * n), e / n % m, e % n);
+            (0..k).map(|l| xv[(i * m + r) * k + l] * wv[(i * n + c) * k + l]).sum()
+        })
+        .collect();
+    let grid = (cdiv(m, 128) * cdiv(n, 128), batch as u32);
+    let mut want = host::<f32>(&vec![f64::NAN; batch * m * n], &[batch, m, n]);
+    batched_linear::cpu::<128, 128, 32>(grid, &x, &w, &mut want).unwrap();
+    assert_close("batched x @ w^T", &values(&want), &reference, 2e-3);
+    let Some(d) = d else { return };
+    let s = d.stream();
+    let (xd, wd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap());
+    let mut yd = s
+        .upload(&host::<f32>(&vec![f64::NAN; batch * m * n], &[batch, m, n]))
+        .unwrap();
+    batched_linear::launch::<128, 128, 32>(&s, grid, &xd, &wd, &mut yd).unwrap();
+    same(&s, "batched x @ w^T", &yd, &want, 2e-3);
+    assert_launched_on_sm90a(&d, &["batched_linear_128_128_32_wgmma"]);
+}
+
 // ---- loops with carried tiles and scalars ------------------------------------------
 
 #[tile::kernel(B = [256])]

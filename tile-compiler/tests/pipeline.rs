@@ -391,6 +391,30 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     assert_eq!(store_map(copied), None);
     assert!(copied.ptx.contains("st.global.f32") && !copied.ptx.contains("bulk_group"));
 
+    // Batched, on [1, rows, cols] tiles: 3-d boxes, the batch index outermost.
+    let k = compile(
+        "BM = [128], BN = [128], BK = [32]",
+        "fn batched_linear<const BM: usize, const BN: usize, const BK: usize>(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let batch = block_id(1);
+            let m = block_id(0);
+            let mut acc = zeros([BM, BN]);
+            for k in 0..cdiv(x.shape(2), BK) {
+                let xk = x.load([batch, m, k], [1, BM, BK]).reshape([BM, BK]);
+                let wk = w.load([batch, 0, k], [1, BN, BK]).reshape([BN, BK]);
+                acc = mma(xk, wk.transpose(), acc);
+            }
+            y.store([batch, m, 0], acc.reshape([1, BM, BN]));
+        }",
+    );
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
+    assert_eq!(store_map(w), Some((vec![32, 128, 1], 128)));
+    assert_eq!(
+        w.ptx
+            .matches("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group")
+            .count(),
+        4
+    );
+
     // An accumulator computed transposed (`a @ b`, b row-major, in tf32)
     // has its columns spread over more threads than a panel's: stored
     // from registers.
