@@ -187,6 +187,16 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
         "B is read transposed"
     );
     assert!(v.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+    // The epilogue's 32 KiB conversion tile takes the place of the stages
+    // (four of 16 KiB), free once the loop has drained: no static shared
+    // memory beside them.
+    let vector = k
+        .variants
+        .iter()
+        .find(|v| v.target.is_none() && !v.vectorized.is_empty())
+        .expect("variant");
+    assert_eq!((vector.shared_bytes, vector.dynamic_shared_bytes), (0, 4 * 16 * 1024));
+    assert!(!v.contains(".shared .align 1024 .b8 smem["));
     // The scalar variant can't use 16-byte copies: it stages through registers.
     assert!(!ptx(&k, false).contains("cp.async"));
 }

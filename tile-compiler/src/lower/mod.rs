@@ -103,6 +103,7 @@ pub fn lower(
         path: MmaPath::Portable,
         num_stages,
         scratch_offset: None,
+        scratch_on_stages: false,
         stage_budget: None,
         ping_pong: false,
         pairs: false,
@@ -128,6 +129,7 @@ pub fn lower_wgmma(
         path: MmaPath::Wgmma,
         num_stages,
         scratch_offset: None,
+        scratch_on_stages: false,
         stage_budget: None,
         ping_pong: true,
         pairs,
@@ -143,12 +145,16 @@ pub fn lower_wgmma(
 /// too little (`None`: the default), whether two consumer warpgroups
 /// may take turns on a warp-specialized kernel's tiles (see [`specialize`])
 /// and whether its blocks may run in pairs (see [`cluster`]), and then the
-/// bytes of each team's scratch area (`None`: not known yet).
+/// bytes of each team's scratch area (`None`: not known yet). With
+/// `scratch_on_stages`, the scratch area takes the pipeline stages' place
+/// (at offset 0 of dynamic shared memory), which is free once every loop
+/// that uses them is over.
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
     num_stages: Option<u32>,
     scratch_offset: Option<usize>,
+    scratch_on_stages: bool,
     stage_budget: Option<usize>,
     ping_pong: bool,
     pairs: bool,
@@ -172,6 +178,7 @@ fn lower_with(
         path,
         num_stages,
         scratch_offset,
+        scratch_on_stages,
         stage_budget,
         ping_pong,
         pairs,
@@ -217,6 +224,8 @@ fn lower_with(
         interleaved: HashSet::new(),
         vector_accessed: BTreeSet::new(),
         dynamic_shared: 0,
+        pipelines: (0, 0),
+        scratch_after: None,
     };
     l.find_consts(&func.body);
     l.find_operands(&func.body);
@@ -244,6 +253,17 @@ fn lower_with(
         threads = roles.consumers + specialize::PRODUCER_THREADS;
         params.push(roles.grid_param.clone());
     }
+    let (under_way, done) = l.pipelines;
+    if l.roles.is_none() && done > 0 && under_way == 0 && l.scratch_after == Some(Some(done)) && !scratch_on_stages {
+        // Every use of the scratch area comes after the last pipeline
+        // (an `mma` loop's epilogue): it takes the stages' place.
+        let how = Lowering {
+            scratch_offset: Some(0),
+            scratch_on_stages: true,
+            ..how
+        };
+        return lower_with(func, layouts, vectorized, entry_name, how);
+    }
     if l.shared_bytes > MAX_SHARED_BYTES && scratch_offset.is_none() {
         // Past the static limit, the scratch area moves to dynamic shared
         // memory after the pipeline stages: lower again with it there.
@@ -256,6 +276,7 @@ fn lower_with(
     }
     let (static_bytes, dynamic_bytes) = match scratch_offset {
         None => (l.shared_bytes, l.dynamic_shared),
+        Some(_) if scratch_on_stages => (0, l.dynamic_shared.max(l.shared_bytes)),
         Some(offset) => (0, offset + l.shared_bytes),
     };
     if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES && stage_budget.is_none() && num_stages.is_none() {
@@ -409,6 +430,11 @@ struct Lower<'a> {
     vector_accessed: BTreeSet<usize>,
     /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
     dynamic_shared: usize,
+    /// `mma` pipelines (`cp.async`) under way and done, as lowering goes.
+    pipelines: (usize, usize),
+    /// The fewest pipelines done at a use of the scratch area, or `None`
+    /// when one used it while a pipeline was under way (or none used it).
+    scratch_after: Option<Option<usize>>,
 }
 
 /// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
@@ -624,6 +650,12 @@ impl<'a> Lower<'a> {
     /// The start of the scratch area (reductions, layout conversions,
     /// operand staging), in a new register.
     fn scratch_base(&mut self) -> String {
+        let (under_way, done) = self.pipelines;
+        let after = (under_way == 0).then_some(done);
+        self.scratch_after = Some(match self.scratch_after {
+            None => after,
+            Some(before) => before.zip(after).map(|(b, a)| b.min(a)),
+        });
         let base = match self.scratch_offset {
             None => {
                 let base = self.reg(RegClass::B32);
@@ -1679,6 +1711,7 @@ impl<'a> Lower<'a> {
             _ => self.pipeline_plan(var, body, false, 1),
         };
         if let Some(plan) = &plan {
+            self.pipelines.0 += 1;
             self.pipeline_prologue(plan, &i, &self.scalar(hi));
             self.wgmma_in_flight = plan.wgmma_in_flight;
         }
@@ -1717,6 +1750,7 @@ impl<'a> Lower<'a> {
         if plan.is_some() {
             self.pipeline_drain();
             self.wgmma_in_flight = 0;
+            self.pipelines = (self.pipelines.0 - 1, self.pipelines.1 + 1);
         }
         for (&r, regs) in results.iter().zip(carried) {
             self.vals.insert(r, regs);
