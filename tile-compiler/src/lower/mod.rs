@@ -254,9 +254,13 @@ fn lower_with(
         params.push(roles.grid_param.clone());
     }
     let (under_way, done) = l.pipelines;
-    if l.roles.is_none() && done > 0 && under_way == 0 && l.scratch_after == Some(Some(done)) && !scratch_on_stages {
-        // Every use of the scratch area comes after the last pipeline
-        // (an `mma` loop's epilogue): it takes the stages' place.
+    let after_pipelines = done > 0 && under_way == 0 && l.scratch_after == Some(Some(done));
+    if path == MmaPath::Portable && after_pipelines && !scratch_on_stages {
+        // Every use of the scratch area comes after the last `cp.async`
+        // pipeline has drained (an `mma` loop's epilogue): it takes the
+        // stages' place. (TMA pipelines keep theirs: their mbarriers lie
+        // past the stages, and persistent kernels refill the stages while
+        // the epilogue runs.)
         let how = Lowering {
             scratch_offset: Some(0),
             scratch_on_stages: true,
@@ -432,8 +436,9 @@ struct Lower<'a> {
     dynamic_shared: usize,
     /// `mma` pipelines (`cp.async`) under way and done, as lowering goes.
     pipelines: (usize, usize),
-    /// The fewest pipelines done at a use of the scratch area, or `None`
-    /// when one used it while a pipeline was under way (or none used it).
+    /// `None` until the scratch area is used; then the fewest pipelines
+    /// done at any of its uses, or `None` once one came while a pipeline
+    /// was under way.
     scratch_after: Option<Option<usize>>,
 }
 
