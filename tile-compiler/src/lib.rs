@@ -5,7 +5,7 @@
 //! [`simplify`] (constant folding, CSE, dead code) → [`layout`] (a thread
 //! mapping for every tile, conversions inserted) → [`lower`] (per-thread PTX
 //! instructions) → [`ptx`] (text per target); and from the same IR, [`cpu`]
-//! (the reference backend as Rust). [`expand`] assembles the macro output.
+//! (the reference backend as Rust). [`mod@expand`] assembles the macro output.
 //!
 //! Kept out of the proc-macro crate so that it can be tested directly and
 //! reused by tools.

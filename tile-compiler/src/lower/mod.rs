@@ -55,7 +55,7 @@ pub const MAX_BLOCK_SHARED_BYTES: usize = 227 * 1024;
 
 /// Alignment of the scratch area (and of each team's part): the 1024-byte
 /// period of the 128-byte swizzle, which TMA applies to shared addresses
-/// ([`tma_store`]).
+/// (`lower/tma_store.rs`).
 pub const SCRATCH_ALIGN: usize = 1024;
 
 /// A lowered kernel entry (module header not included).
@@ -68,18 +68,18 @@ pub struct Lowered {
     pub threads: u32,
     /// Tensor maps to pass after the regular parameters (TMA copies).
     pub tensor_maps: Vec<TensorMap>,
-    /// A persistent grid (see [`specialize`]): the launcher starts only
+    /// A persistent grid (see `lower/specialize.rs`): the launcher starts only
     /// the blocks that fit on the GPU at once and passes the block count
     /// it was asked for as the last parameter.
     pub persistent: bool,
     /// Blocks per cluster along x (1: no clusters): a persistent grid whose
-    /// pairs of blocks share operand tiles (see [`cluster`]); the launcher
+    /// pairs of blocks share operand tiles (see `lower/cluster.rs`); the launcher
     /// starts a multiple of it.
     pub cluster: u32,
     /// The tensors whose tiles `mma` pipelines copy into shared memory
     /// (`cp.async` or TMA), sorted.
     pub pipelined: Vec<usize>,
-    /// Two consumer warpgroups take turns on the tiles (see [`specialize`]).
+    /// Two consumer warpgroups take turns on the tiles (see `lower/specialize.rs`).
     pub ping_pong: bool,
     /// The tensors read only by TMA copies, sorted: their arguments need a
     /// 16-byte aligned address and strides, but no particular shape.
@@ -117,7 +117,7 @@ pub fn lower(
 /// in `vectorized` accessed with vectors (as [`lower`]; TMA copies only
 /// those): `None` when the kernel has no `mma` or one of them cannot take
 /// that path. With `pairs`, blocks run in pairs sharing f32 operand tiles
-/// where they can (see [`cluster`]; [`Lowered::cluster`] says whether).
+/// where they can (see `lower/cluster.rs`; [`Lowered::cluster`] says whether).
 pub fn lower_wgmma(
     func: &Func,
     layouts: &Layouts,

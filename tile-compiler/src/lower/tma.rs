@@ -35,7 +35,7 @@ pub struct TensorMap {
     pub swizzle_bytes: u32,
     /// The rows (second-innermost dimension, a multiple of 8) are split
     /// into (k / 4 % 2, k % 4, k / 8), innermost first, so that the box
-    /// stores them interleaved ([`super::pipeline::interleaved_row`]).
+    /// stores them interleaved (`pipeline::interleaved_row`).
     pub interleaved_rows: bool,
 }
 
