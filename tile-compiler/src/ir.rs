@@ -396,6 +396,18 @@ impl fmt::Display for Func {
     }
 }
 
+/// Every op of `ops`, nested bodies included, in program order.
+pub fn all_ops(ops: &[Op]) -> Vec<&Op> {
+    let mut out = Vec::new();
+    for op in ops {
+        out.push(op);
+        for b in op.kind.bodies() {
+            out.extend(all_ops(b));
+        }
+    }
+    out
+}
+
 /// Values defined inside `ops` (nested bodies, loop variables and carried
 /// arguments included).
 pub fn defined_in(ops: &[Op]) -> std::collections::HashSet<ValueId> {

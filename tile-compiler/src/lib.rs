@@ -112,7 +112,7 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
     // f32 operands, whose fragments take twice the registers), at most 8, so
     // 16-bit warps compute 64x64 tiles (measured faster than 32x64 on an
     // H200: bf16 4096^3 at 392 TFLOP/s against 352).
-    let mma_warps = all_ops(&func.body)
+    let mma_warps = ir::all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
             ir::OpKind::Mma { a, acc, .. } => {
@@ -136,7 +136,7 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
         .max()
         .unwrap_or(1);
     let mut warps = (max / 512).clamp(1, 16);
-    let rows = all_ops(&func.body)
+    let rows = ir::all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
             ir::OpKind::Reduce { arg, axis, .. } => {
@@ -162,7 +162,7 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
 /// specialization decides): the epilogue of one then overlaps the other's
 /// K-loop. Two split it otherwise.
 fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Vec<u32> {
-    let Some(largest) = all_ops(&func.body)
+    let Some(largest) = ir::all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
             ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
@@ -184,7 +184,7 @@ fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Vec<u32> {
 /// registers, which needs room: it gets twice the warps (up to 8), unless
 /// `keep` (the vector variant, or a kernel that fixes `num_warps`).
 fn scalar_warps(func: &ir::Func, keep: bool) -> u32 {
-    let has_mma = all_ops(&func.body)
+    let has_mma = ir::all_ops(&func.body)
         .iter()
         .any(|op| matches!(op.kind, ir::OpKind::Mma { .. }));
     if keep || !has_mma {
@@ -390,7 +390,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
 /// Rejects tiles too large to live in registers with the chosen warp count.
 fn check_registers(kernel: &ast::Kernel, func: &ir::Func) -> Result<()> {
     let threads = 32 * func.num_warps as usize;
-    for op in all_ops(&func.body) {
+    for op in ir::all_ops(&func.body) {
         for &r in &op.results {
             if let Some(shape) = &func.values[r].shape {
                 let per_thread = shape.iter().product::<usize>() / threads;
@@ -407,17 +407,6 @@ fn check_registers(kernel: &ast::Kernel, func: &ir::Func) -> Result<()> {
         }
     }
     Ok(())
-}
-
-fn all_ops(ops: &[ir::Op]) -> Vec<&ir::Op> {
-    let mut out = Vec::new();
-    for op in ops {
-        out.push(op);
-        for b in op.kind.bodies() {
-            out.extend(all_ops(b));
-        }
-    }
-    out
 }
 
 /// The macro's entry point: the expansion, or a `compile_error!` at the mistake.

@@ -91,16 +91,10 @@ const TEAM_EPILOGUE_REGISTERS: usize = 192;
 
 /// `mma` ops in `ops`, nested bodies included.
 fn mmas(ops: &[Op]) -> Vec<&Op> {
-    let mut out = Vec::new();
-    for op in ops {
-        if matches!(op.kind, OpKind::Mma { .. }) {
-            out.push(op);
-        }
-        for body in op.kind.bodies() {
-            out.extend(mmas(body));
-        }
-    }
-    out
+    all_ops(ops)
+        .into_iter()
+        .filter(|op| matches!(op.kind, OpKind::Mma { .. }))
+        .collect()
 }
 
 /// Named barrier of the consumers when they are one team (0 is the

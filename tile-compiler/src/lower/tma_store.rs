@@ -132,16 +132,14 @@ impl Lower<'_> {
 
 /// Whether `ops` load or gather from tensor `t`.
 fn reads(ops: &[Op], t: usize) -> bool {
-    ops.iter().any(|op| {
-        matches!(op.kind, OpKind::Load { tensor, .. } | OpKind::Gather { tensor, .. } if tensor == t)
-            || op.kind.bodies().into_iter().any(|body| reads(body, t))
-    })
+    all_ops(ops)
+        .iter()
+        .any(|op| matches!(op.kind, OpKind::Load { tensor, .. } | OpKind::Gather { tensor, .. } if tensor == t))
 }
 
 /// Whether `v` is the result of a layout conversion in `ops`.
 fn converted(ops: &[Op], v: ValueId) -> bool {
-    ops.iter().any(|op| {
-        matches!(op.kind, OpKind::Convert(_)) && op.results.contains(&v)
-            || op.kind.bodies().into_iter().any(|body| converted(body, v))
-    })
+    all_ops(ops)
+        .iter()
+        .any(|op| matches!(op.kind, OpKind::Convert(_)) && op.results.contains(&v))
 }
