@@ -28,8 +28,8 @@ pub(super) struct SharedTile<'s> {
 
 impl SharedTile<'_> {
     /// The address bits coordinate bit `(dim, b)` sets (XORed together):
-    /// none for a bit past the tile's extent (a piece of a larger tile,
-    /// whose other pieces take turns in the same place).
+    /// none for a bit past the tile's extent (a panel of a wider tile,
+    /// whose other panels take turns in the same place: `tma_store.rs`).
     fn mask(&self, (dim, b): Bit) -> usize {
         if 1 << b >= self.shape[dim] {
             return 0;
