@@ -201,6 +201,33 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(!ptx(&k, false).contains("cp.async"));
 }
 
+#[test]
+fn a_pipelined_loop_carries_its_copy_addresses_from_one_tile_to_the_next() {
+    let k = compile("BM = [128], BN = [128], BK = [32]", MATMUL);
+    let v = ptx(&k, true);
+    // The K-loop's copies: from the wait for the current tile to the commit.
+    let body = &v[v.find("cp.async.wait_group").expect("a pipelined loop")..];
+    let body = &body[..body.find("cp.async.commit_group").expect("a commit")];
+    // 128x32 of `a` and 32x128 of `b` in 16-byte chunks: four each per thread.
+    assert_eq!(body.matches("cp.async.cg.shared.global").count(), 8);
+    // No address is rebuilt from the tile index: each copy adds a
+    // loop-invariant step to the one before it, and each tile's first
+    // address moves on by one tile.
+    assert!(!body.contains("mul.lo") && !body.contains("mad.wide"), "{body}");
+    assert_eq!(body.matches("add.s64").count(), 6 + 2);
+    // Bounds along the loop: one comparison per distinct offset along K
+    // (one chunk column of `a`, four rows of `b`), against a counter.
+    assert_eq!(body.matches("setp.lt.s32").count(), 1 + 4);
+    // Each copy lands at an immediate past one register per tile.
+    assert_eq!(body.matches("cp.async.cg.shared.global [%r").count(), 8);
+    for at in ["+2048]", "+4096]", "+6144]"] {
+        assert!(body.contains(at), "rows 32 apart of `a`: 64-byte rows");
+    }
+    for at in ["+8192]", "+9216]", "+10240]", "+11264]"] {
+        assert!(body.contains(at), "rows 8 apart of `b`, 8 KiB past `a`: 128-byte lines");
+    }
+}
+
 const MATMUL: &str = "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
     let m = block_id(1);
     let n = block_id(0);

@@ -352,6 +352,7 @@ fn lower_with(
     ))
 }
 
+#[derive(Clone)]
 struct TensorRegs {
     ptr: String,
     dims: Vec<String>,
@@ -1178,15 +1179,6 @@ impl<'a> Lower<'a> {
     /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
     fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
         let index: Vec<String> = index.iter().map(|&i| self.scalar(i)).collect();
-        self.accesses_regs(t, &index, l, store)
-    }
-
-    /// The accesses a load of tile `l` at tile-grid `index` (registers) makes.
-    fn accesses_at(&mut self, t: usize, index: &[String], l: &Layout) -> Vec<Access> {
-        self.accesses_regs(t, index, l, false)
-    }
-
-    fn accesses_regs(&mut self, t: usize, index: &[String], l: &Layout, store: bool) -> Vec<Access> {
         let param = self.func.tensor(t).clone();
         let rank = param.rank;
         let eb = param.dtype.bytes();
@@ -1711,11 +1703,11 @@ impl<'a> Lower<'a> {
             }
         }
         let i = self.copy(RegClass::B32, &self.scalar(lo));
-        let plan = match &self.roles {
+        let mut plan = match &self.roles {
             Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
             _ => self.pipeline_plan(var, body, false, 1),
         };
-        if let Some(plan) = &plan {
+        if let Some(plan) = &mut plan {
             self.pipelines.0 += 1;
             self.pipeline_prologue(plan, &i, &self.scalar(hi));
             self.wgmma_in_flight = plan.wgmma_in_flight;

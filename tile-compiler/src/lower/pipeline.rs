@@ -9,10 +9,11 @@
 use super::tensor_core::Swizzle;
 use super::tma::StageBarrier;
 use super::transpose;
-use super::{Lower, MmaPath, Operand};
+use super::{Lower, MmaPath, Operand, TensorRegs, addr};
 use crate::ir::*;
-use crate::layout::Layout;
+use crate::layout::{Bit, Layout};
 use crate::ptx::RegClass;
+use std::collections::HashMap;
 
 /// Shared memory a pipeline's stages may take (dynamic shared memory: the
 /// launcher raises the kernel's limit past the 48 KiB default). `wgmma`
@@ -91,6 +92,8 @@ pub(super) struct Plan {
     buffer: usize,
     pub(super) read_stage: String,
     pub(super) write_stage: String,
+    /// Each staged tile's `cp.async` copies (set before the loop).
+    streams: Vec<CopyStream>,
 }
 
 impl Plan {
@@ -107,6 +110,43 @@ impl Plan {
     pub(super) fn staged_bytes(&self) -> usize {
         self.staged.iter().map(|s| s.bytes).sum()
     }
+}
+
+/// One thread's `cp.async` copies of a staged tile, carried from one
+/// iteration to the next: the first copy's global address and its
+/// position along the looped dimension move by a tile per iteration, every
+/// other copy is a loop-invariant step from the one before it, and the
+/// bounds along the dimensions the loop does not move are checked once,
+/// before the loop. (Recomputing each address from the tile index took
+/// twelve instructions a copy.)
+#[derive(Clone)]
+pub(super) struct CopyStream {
+    /// Global address of the first copy of the next tile to issue (b64).
+    next: String,
+    /// Bytes from one tile to the next (b64).
+    step: String,
+    /// The first copy's position along the looped dimension less that
+    /// dimension's size (b32): a copy `along` further is inside while
+    /// `below + along < 0`.
+    below: String,
+    /// The tile's size along the looped dimension: what `below` moves by.
+    extent: usize,
+    copies: Vec<StreamCopy>,
+}
+
+#[derive(Clone)]
+struct StreamCopy {
+    /// What takes the previous copy's row address to this one's (b64), if
+    /// the row differs.
+    advance: Option<String>,
+    /// Bytes past the row address (the contiguous last dimension).
+    imm: usize,
+    /// Position along the looped dimension past the first copy's.
+    along: usize,
+    /// Inside every dimension but the looped one (a predicate), where any.
+    inside: Option<String>,
+    /// Where it lands within the tile: a register and an immediate.
+    dst: (String, usize),
 }
 
 /// Where row (K index) bit `b` of an interleaved tile is stored: rows are
@@ -172,7 +212,9 @@ impl Lower<'_> {
                 .consts
                 .get(pad)
                 .is_some_and(|c| matches!(c, ConstVal::Float(x) if *x == 0.0) || matches!(c, ConstVal::Int(0)));
-            let indexable = index.iter().all(|&i| i == var || !inside.contains(&i));
+            // Indexed by the loop along exactly one dimension, the others fixed.
+            let indexable = index.iter().filter(|&&i| i == var).count() == 1
+                && index.iter().all(|&i| i == var || !inside.contains(&i));
             let la: &Layout = self.layout(src);
             let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 16 / eb);
             // `wgmma` reads the stage itself: the conversion must feed one `mma` alone.
@@ -259,6 +301,7 @@ impl Lower<'_> {
             buffer,
             read_stage: self.reg(RegClass::B32),
             write_stage: self.reg(RegClass::B32),
+            streams: Vec::new(),
         })
     }
 
@@ -267,46 +310,159 @@ impl Lower<'_> {
         self.dynamic_address(plan.buffer, Some((stage, plan.stage_bytes)))
     }
 
-    /// Copies every staged tile of iteration `j` into stage `stage` (registers), then commits.
-    fn issue_copies(&mut self, plan: &Plan, j: &str, stage: &str) {
-        let base = self.stage_base(plan, stage);
-        for s in &plan.staged {
-            let index: Vec<String> = s
-                .index
-                .iter()
-                .map(|&i| if i != plan.var { self.scalar(i) } else { j.to_string() })
-                .collect();
-            let tile = self.reg(RegClass::B32);
-            self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
-            self.copy_tile(s, &index, &tile);
+    /// Before the first copy of a staged tile (iteration `lo`): where this
+    /// thread's copies start, what moves them from one iteration to the
+    /// next, and their bounds checks along the dimensions the loop does
+    /// not move.
+    fn copy_stream(&mut self, var: ValueId, s: &Staged, lo: &str) -> CopyStream {
+        let l = self.layout(s.load).clone();
+        let (rank, eb) = (l.shape.len(), s.eb);
+        let TensorRegs { ptr, dims, strides } = self.tensors[&s.tensor].clone();
+        let looped = s
+            .index
+            .iter()
+            .position(|&i| i == var)
+            .expect("a staged tile is indexed by its loop");
+        let coords = self.coords(&l);
+        // The thread's first element along each dimension.
+        let base: Vec<String> = (0..rank)
+            .map(|d| {
+                let ix = if d == looped {
+                    lo.to_string()
+                } else {
+                    self.scalar(s.index[d])
+                };
+                let origin = self.reg(RegClass::B32);
+                self.emit(format!("shl.b32 {origin}, {ix}, {};", l.shape[d].trailing_zeros()));
+                match &coords[d] {
+                    Some(c) => {
+                        self.emit(format!("add.s32 {origin}, {origin}, {c};"));
+                        origin
+                    }
+                    None => origin,
+                }
+            })
+            .collect();
+        // The last dimension is contiguous (a vector-accessed tensor).
+        let last = rank - 1;
+        let offset = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {offset}, {};", base[last]));
+        for d in 0..last {
+            self.emit(format!("mad.lo.s32 {offset}, {}, {}, {offset};", base[d], strides[d]));
         }
-        self.emit("cp.async.commit_group;");
+        let next = self.reg(RegClass::B64);
+        self.emit(format!("mad.wide.s32 {next}, {offset}, {eb}, {ptr};"));
+        let step = self.reg(RegClass::B64);
+        let extent = l.shape[looped];
+        if looped == last {
+            self.emit(format!("mov.b64 {step}, {};", extent * eb));
+        } else {
+            self.emit(format!("mul.wide.s32 {step}, {}, {};", strides[looped], extent * eb));
+        }
+        let below = self.reg(RegClass::B32);
+        self.emit(format!("sub.s32 {below}, {}, {};", base[looped], dims[looped]));
+
+        let dst = self.copy_destinations(s, &l);
+        let mut advances: HashMap<Vec<isize>, String> = HashMap::new();
+        let mut checks: HashMap<(usize, usize), String> = HashMap::new();
+        let mut previous: Option<Vec<usize>> = None;
+        let mut copies = Vec::new();
+        for (first, dst) in (0..l.num_regs()).step_by(16 / eb).zip(dst) {
+            let c = l.reg_coord(first);
+            // From the previous copy's row to this one's: loop-invariant bytes.
+            let advance = match &previous {
+                Some(p) if *p == c[..last] => None,
+                _ => {
+                    let from = previous.clone().unwrap_or_else(|| vec![0; last]);
+                    let diff: Vec<isize> = (0..last).map(|d| c[d] as isize - from[d] as isize).collect();
+                    previous = Some(c[..last].to_vec());
+                    if diff.iter().all(|&x| x == 0) {
+                        None
+                    } else if let Some(r) = advances.get(&diff) {
+                        Some(r.clone())
+                    } else {
+                        let r = self.reg(RegClass::B64);
+                        self.emit(format!("mov.b64 {r}, 0;"));
+                        for (d, &x) in diff.iter().enumerate().filter(|(_, x)| **x != 0) {
+                            let t = self.reg(RegClass::B64);
+                            self.emit(format!("mul.wide.s32 {t}, {}, {};", strides[d], x * eb as isize));
+                            self.emit(format!("add.s64 {r}, {r}, {t};"));
+                        }
+                        advances.insert(diff, r.clone());
+                        Some(r)
+                    }
+                }
+            };
+            // Inside every dimension but the looped one: checked once.
+            let mut inside: Option<String> = None;
+            for d in (0..rank).filter(|&d| d != looped) {
+                let check = match checks.get(&(d, c[d])) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let (_, p) = self.position(&base[d], c[d], &dims[d]);
+                        checks.insert((d, c[d]), p.clone());
+                        p
+                    }
+                };
+                inside = Some(match inside {
+                    None => check,
+                    Some(q) => {
+                        let both = self.reg(RegClass::Pred);
+                        self.emit(format!("and.pred {both}, {q}, {check};"));
+                        both
+                    }
+                });
+            }
+            copies.push(StreamCopy {
+                advance,
+                imm: c[last] * eb,
+                along: c[looped],
+                inside,
+                dst,
+            });
+        }
+        CopyStream {
+            next,
+            step,
+            below,
+            extent,
+            copies,
+        }
     }
 
-    /// `cp.async` of one tile (in its load layout's 16-byte runs) into the
-    /// swizzled shared tile at `base`; out-of-bounds chunks are zero-filled.
-    fn copy_tile(&mut self, s: &Staged, index: &[String], base: &str) {
-        let (l, eb) = (self.layout(s.load), s.eb);
+    /// Where each of a thread's copies of a staged tile (load layout `l`)
+    /// lands within the swizzled tile: a thread-dependent register and an
+    /// immediate. Register bits the swizzle leaves alone add constant
+    /// offsets; each combination of the others (the rows' phase, the
+    /// chunk within a line) gets its own register, computed once.
+    fn copy_destinations(&mut self, s: &Staged, l: &Layout) -> Vec<(String, usize)> {
+        let eb = s.eb;
         // Stored rows run along the last dimension; the row is the one other
         // dimension longer than 1 (pipelined tiles are 2-D up to size-1 dimensions).
         let cols_dim = l.shape.len() - 1;
         let rows_dim = (0..cols_dim).find(|&d| l.shape[d] > 1).unwrap_or(0);
         let sw = s.swizzle(&l.shape);
-        let accesses = self.accesses_at(s.tensor, index, l);
-        // Where each chunk lands in the tile depends only on the thread: once.
+        let offset_of = |(d, b): Bit| sw.bit_offset(d != cols_dim, b, eb);
+        let mixed: usize = (0..l.reg.len())
+            .filter(|&i| offset_of(l.reg[i]).is_none())
+            .map(|i| 1 << i)
+            .sum();
+        let firsts: Vec<usize> = (0..l.num_regs()).step_by(16 / eb).collect();
+        let mut classes: Vec<usize> = firsts.iter().map(|f| f & mixed).collect();
+        classes.sort_unstable();
+        classes.dedup();
         let key = (l.clone(), eb, "cp.async");
-        let offsets = match self.fragment_offsets.get(&key) {
+        let registers = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
             None => {
-                let firsts: Vec<usize> = accesses.iter().map(|a| a.first).collect();
                 let o = self.in_prologue(|lower| {
                     let tc = lower.coords(l);
                     let zero = lower.reg(RegClass::B32);
                     lower.emit(format!("mov.b32 {zero}, 0;"));
-                    firsts
+                    classes
                         .iter()
-                        .map(|&first| {
-                            let c = l.reg_coord(first);
+                        .map(|&class| {
+                            let c = l.reg_coord(class);
                             let row = lower.plus(&tc[rows_dim], c[rows_dim]);
                             let col = lower.plus(&tc[cols_dim], c[cols_dim]);
                             let chunk = lower.reg(RegClass::B32);
@@ -319,26 +475,88 @@ impl Lower<'_> {
                 o
             }
         };
-        for (a, off) in accesses.into_iter().zip(&offsets) {
-            let dst = self.reg(RegClass::B32);
-            self.emit(format!("add.s32 {dst}, {base}, {off};"));
-            let size = self.reg(RegClass::B32);
-            self.emit(format!("selp.b32 {size}, 16, 0, {};", a.pred));
-            let src = if a.imm == 0 {
-                a.addr.clone()
-            } else {
-                format!("{}+{}", a.addr, a.imm)
-            };
-            self.emit(format!("cp.async.cg.shared.global [{dst}], [{src}], 16, {size};"));
+        firsts
+            .iter()
+            .map(|&first| {
+                let class = classes
+                    .binary_search(&(first & mixed))
+                    .expect("every class has a register");
+                let imm = (0..l.reg.len())
+                    .filter(|&i| first >> i & 1 == 1 && mixed >> i & 1 == 0)
+                    .map(|i| offset_of(l.reg[i]).expect("not a mixed bit"))
+                    .sum();
+                (registers[class].clone(), imm)
+            })
+            .collect()
+    }
+
+    /// Copies the next tile of every stream into stage `stage` (a
+    /// register), commits them, and moves the streams on by one tile.
+    /// Copies outside the tensor are zero-filled.
+    fn issue_copies(&mut self, plan: &Plan, stage: &str) {
+        let base = self.stage_base(plan, stage);
+        for (s, stream) in plan.staged.iter().zip(&plan.streams) {
+            let mut inside_loop: HashMap<usize, String> = HashMap::new();
+            let mut destinations: HashMap<String, String> = HashMap::new();
+            let mut row = stream.next.clone();
+            for copy in &stream.copies {
+                if let Some(advance) = &copy.advance {
+                    let r = self.reg(RegClass::B64);
+                    self.emit(format!("add.s64 {r}, {row}, {advance};"));
+                    row = r;
+                }
+                let along = match inside_loop.get(&copy.along) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = self.reg(RegClass::Pred);
+                        self.emit(format!(
+                            "setp.lt.s32 {p}, {}, {};",
+                            stream.below,
+                            -(copy.along as isize)
+                        ));
+                        inside_loop.insert(copy.along, p.clone());
+                        p
+                    }
+                };
+                let pred = match &copy.inside {
+                    None => along,
+                    Some(q) => {
+                        let p = self.reg(RegClass::Pred);
+                        self.emit(format!("and.pred {p}, {along}, {q};"));
+                        p
+                    }
+                };
+                let dst = match destinations.get(&copy.dst.0) {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = self.reg(RegClass::B32);
+                        self.emit(format!("add.s32 {d}, {base}, {};", copy.dst.0));
+                        destinations.insert(copy.dst.0.clone(), d.clone());
+                        d
+                    }
+                };
+                let size = self.reg(RegClass::B32);
+                self.emit(format!("selp.b32 {size}, 16, 0, {pred};"));
+                let (to, from) = (addr(&dst, s.offset + copy.dst.1), addr(&row, copy.imm));
+                self.emit(format!("cp.async.cg.shared.global {to}, {from}, 16, {size};"));
+            }
+            self.emit(format!("add.s64 {0}, {0}, {1};", stream.next, stream.step));
+            self.emit(format!("add.s32 {0}, {0}, {1};", stream.below, stream.extent));
         }
+        self.emit("cp.async.commit_group;");
     }
 
     /// Before the loop (`lo..hi`): stage indices, and the first `ahead` iterations' copies.
     /// With warp specialization the producer fills the stages, and they
     /// run on from one block's loop into the next: nothing to do.
-    pub(super) fn pipeline_prologue(&mut self, plan: &Plan, lo: &str, hi: &str) {
+    pub(super) fn pipeline_prologue(&mut self, plan: &mut Plan, lo: &str, hi: &str) {
         if self.roles.is_some() {
             return;
+        }
+        if !plan.tma {
+            plan.streams = (plan.staged.clone().iter())
+                .map(|s| self.copy_stream(plan.var, s, lo))
+                .collect();
         }
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
@@ -347,13 +565,14 @@ impl Lower<'_> {
             self.tma_init(plan, &[]);
         }
         for s in 0..plan.ahead {
-            let (j, stage) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
-            self.emit(format!("add.s32 {j}, {lo}, {s};"));
+            let stage = self.reg(RegClass::B32);
             self.emit(format!("mov.b32 {stage}, {s};"));
             if plan.tma {
+                let j = self.reg(RegClass::B32);
+                self.emit(format!("add.s32 {j}, {lo}, {s};"));
                 self.tma_issue(plan, &j, hi, &stage);
             } else {
-                self.issue_copies(plan, &j, &stage);
+                self.issue_copies(plan, &stage);
             }
         }
     }
@@ -384,9 +603,7 @@ impl Lower<'_> {
                 self.emit("fence.proxy.async.shared::cta;");
             }
             self.emit("bar.sync 0;");
-            let j = self.reg(RegClass::B32);
-            self.emit(format!("add.s32 {j}, {k}, {};", plan.ahead));
-            self.issue_copies(plan, &j, &plan.write_stage.clone());
+            self.issue_copies(plan, &plan.write_stage.clone());
         }
         let base = self.stage_base(plan, &plan.read_stage.clone());
         for s in &plan.staged {

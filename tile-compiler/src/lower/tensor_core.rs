@@ -40,7 +40,7 @@ impl Swizzle {
     /// index (elements of `eb` bytes) adds to its address whatever the
     /// other bits are, or `None` for the bits the XOR pattern mixes: the
     /// rows' phase and the columns' chunk within a line.
-    fn bit_offset(&self, row: bool, bit: u32, eb: usize) -> Option<usize> {
+    pub(super) fn bit_offset(&self, row: bool, bit: u32, eb: usize) -> Option<usize> {
         let (per_line, phases) = (self.rows_per_line().trailing_zeros(), self.phases().trailing_zeros());
         if row {
             return (!(per_line..per_line + phases).contains(&bit)).then(|| (1 << bit) * self.line_bytes());
