@@ -377,6 +377,57 @@ fn matmul_on_tensor_cores_matches_cpu_reference() {
     });
 }
 
+/// f32 operands enter the tensor cores as tf32 rounded to nearest, as
+/// cuBLAS's are: on normal inputs its tf32 product is 2.9e-4 from the f64
+/// one, and software rounding of both operands reproduces it to 1e-5,
+/// while truncating one operand gives 4.6e-4 and both 7.7e-4 (H100,
+/// `bench-results/2026-11-24-h100-cublas-tf32-rounding.txt`). Every
+/// variant, `a @ b` and `x @ w^T`, on both paths, on shapes where blocks
+/// run in pairs over K-loops of 3 to 32 steps.
+#[test]
+fn tf32_products_round_their_operands_like_cublas() {
+    let Some((d, s)) = gpu("tf32_products_round_their_operands_like_cublas") else {
+        return;
+    };
+    use tile_kernels::matmul;
+    let mut rng = Rng::new(29);
+    let mut over = Vec::new();
+    for (m, n, k) in [(256, 256, 1024), (512, 256, 512), (384, 256, 96)] {
+        let (a, b) = (rng.normals(m * k, 1.0), rng.normals(k * n, 1.0));
+        // `a @ b` in f64, and the same `b` laid out as `w = b^T` for `x @ w^T`.
+        let mut want = vec![0.0; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                let x = a[i * k + p];
+                for j in 0..n {
+                    want[i * n + j] += x * b[p * n + j];
+                }
+            }
+        }
+        let w: Vec<f64> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let ad = s.upload(&host::<f32>(&a, &[m, k])).unwrap();
+        let bd = s.upload(&host::<f32>(&b, &[k, n])).unwrap();
+        let wd = s.upload(&host::<f32>(&w, &[n, k])).unwrap();
+        let zero = s.upload(&host::<f32>(&vec![0.0; n], &[n])).unwrap();
+        on_both_paths(&d, || {
+            let path = format!("{:?}", d.target());
+            for tile in matmul::tiles::<f32>() {
+                let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
+                matmul::launch_tile(&s, tile, &ad, &bd, &mut cd).unwrap();
+                let mut yd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
+                matmul::launch_linear_tile(&s, tile, (&ad, &wd, &zero), &mut yd, false).unwrap();
+                for (what, out) in [("matmul", &cd), ("linear", &yd)] {
+                    let e = rel_err(&values(&s.download(out).unwrap()), &want);
+                    if e >= 3.6e-4 {
+                        over.push(format!("{what} {m}x{n}x{k} {tile} ({path}): {e:.3e}"));
+                    }
+                }
+            }
+        });
+    }
+    assert!(over.is_empty(), "tf32 relative error 3.6e-4 or more: {over:#?}");
+}
+
 /// More tiles than the GPU holds blocks at once, so that each block of a
 /// persistent grid (the warp-specialized `wgmma` variants) computes several,
 /// with its pipeline running on from one tile into the next.

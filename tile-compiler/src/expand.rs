@@ -43,12 +43,14 @@ fn variant_spec(v: &Variant) -> TokenStream {
         }
     };
     let tensor_maps = v.tensor_maps.iter().map(|m| {
-        let (param, dims, swizzle, interleaved) = (m.param, &m.box_dims, m.swizzle_bytes, m.interleaved_rows);
+        let (param, dims, swizzle, interleaved, tf32) =
+            (m.param, &m.box_dims, m.swizzle_bytes, m.interleaved_rows, m.tf32);
         quote!(::tile::TensorMapSpec {
             param: #param,
             box_dims: &[#(#dims),*],
             swizzle_bytes: #swizzle,
             interleaved_rows: #interleaved,
+            tf32: #tf32,
         })
     });
     quote! {

@@ -228,6 +228,22 @@ fn a_pipelined_loop_carries_its_copy_addresses_from_one_tile_to_the_next() {
     }
 }
 
+#[test]
+fn portable_tf32_operands_are_rounded_with_one_add() {
+    // `mma.sync` drops the low 13 bits of an f32 operand; adding half of the
+    // last tf32 place first rounds to nearest (cvt.rna takes three SASS
+    // instructions). 128x128x32 on 8 warps: each warp's 32x64 tile reads,
+    // per 8-deep K-step, 2 fragments of `a` (4 values each) and 8 of `b` (2).
+    let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    let v = ptx(&k, true);
+    assert!(v.contains(".maxntid 256, 1, 1") && !v.contains("cvt.rna.tf32.f32"));
+    assert_eq!(
+        v.matches("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32").count(),
+        4 * 2 * 8
+    );
+    assert_eq!(v.matches(", 4096;").count(), 4 * (2 * 4 + 8 * 2));
+}
+
 const MATMUL: &str = "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
     let m = block_id(1);
     let n = block_id(0);
@@ -402,9 +418,11 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
         v.tensor_maps
             .iter()
             .find(|m| m.param == 2)
-            .map(|m| (m.box_dims.clone(), m.swizzle_bytes))
+            .map(|m| (m.box_dims.clone(), m.swizzle_bytes, m.tf32))
     };
-    assert_eq!(store_map(all), Some((vec![32, 128], 128)));
+    // The output keeps its f32 values; the operands' copies round to tf32.
+    assert_eq!(store_map(all), Some((vec![32, 128], 128, false)));
+    assert!(all.tensor_maps.iter().filter(|m| m.param != 2).all(|m| m.tf32));
     let p = &all.ptx;
     assert!(!p.contains("st.global"));
     // Two teams take turns (on the same code), each storing its tile's four
@@ -444,7 +462,7 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
         }",
     );
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    assert_eq!(store_map(w), Some((vec![32, 128, 1], 128)));
+    assert_eq!(store_map(w), Some((vec![32, 128, 1], 128, false)));
     assert_eq!(
         w.ptx
             .matches("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group")
@@ -540,7 +558,8 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
 fn tf32_wgmma_reads_a_row_major_b_into_registers() {
     // tf32 `wgmma` reads shared-memory operands K-major only: with a
     // row-major `b` ([K, N]) it computes `b^T a^T`, `b` read from its stage
-    // into registers (rounded to tf32) as the A operand, `a` through a descriptor.
+    // into registers as the A operand, `a` through a descriptor. Both
+    // stages' TMA copies round f32 to tf32.
     let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     let p = &w.ptx;
@@ -548,7 +567,8 @@ fn tf32_wgmma_reads_a_row_major_b_into_registers() {
     let product = "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32";
     assert_eq!(p.matches(product).count(), 4);
     assert!(p.lines().filter(|l| l.contains(product)).all(|l| l.contains("}, {%r")));
-    assert!(p.contains("cvt.rna.tf32.f32") && !p.contains("bar.sync 2, 96;"));
+    assert!(!p.contains("bar.sync 2, 96;"));
+    assert!(w.tensor_maps.len() == 2 && w.tensor_maps.iter().all(|m| m.tf32));
     // Two groups per K-step, the second half's registers read once the
     // previous iteration's group on them is done; one group left running.
     assert_eq!(p.matches("wgmma.commit_group.sync.aligned;").count(), 2);

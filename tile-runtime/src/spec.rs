@@ -42,6 +42,9 @@ pub struct TensorMapSpec {
     /// (k / 4 % 2, k % 4, k / 8), innermost first, so that a box stores
     /// them interleaved; the rows must be a multiple of 8.
     pub interleaved_rows: bool,
+    /// The copy rounds f32 elements to tf32 (to nearest), for the tensor
+    /// cores: `CU_TENSOR_MAP_DATA_TYPE_TFLOAT32`.
+    pub tf32: bool,
 }
 
 /// One compiled PTX entry.

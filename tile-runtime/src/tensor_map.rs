@@ -52,6 +52,7 @@ pub(crate) fn encode(
     let data = match dtype {
         DType::F16 => Data::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::BF16 => Data::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::F32 if spec.tf32 => Data::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
         DType::F32 => Data::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         DType::I32 => Data::CU_TENSOR_MAP_DATA_TYPE_INT32,
         DType::U32 => Data::CU_TENSOR_MAP_DATA_TYPE_UINT32,

@@ -37,6 +37,10 @@ pub struct TensorMap {
     /// into (k / 4 % 2, k % 4, k / 8), innermost first, so that the box
     /// stores them interleaved (`pipeline::interleaved_row`).
     pub interleaved_rows: bool,
+    /// The copy rounds f32 elements to tf32, to nearest: operands of tf32
+    /// `wgmma`, which otherwise reads f32 data by dropping the low 13 bits
+    /// of the mantissa (and cuBLAS rounds).
+    pub tf32: bool,
 }
 
 impl Lower<'_> {
@@ -156,6 +160,7 @@ impl Lower<'_> {
                 box_dims,
                 swizzle_bytes: line as u32,
                 interleaved_rows: s.interleaved,
+                tf32: s.eb == 4,
             });
             // Element coordinates of the tile, innermost first; interleaved
             // rows count in groups of 8.

@@ -84,6 +84,7 @@ impl Lower<'_> {
             box_dims,
             swizzle_bytes: line as u32,
             interleaved_rows: false,
+            tf32: false,
         });
         // The tile's first element, innermost coordinate first.
         let origin: Vec<String> = (0..rank)

@@ -303,6 +303,11 @@ impl Lower<'_> {
                 // The previous iteration's group on these registers must be done.
                 self.emit("wgmma.wait_group.sync.aligned 1;");
             }
+            // The stage holds tf32 already (its TMA copy rounded it,
+            // [`super::tma::TensorMap::tf32`]), so this conversion changes
+            // no value. It stays because without it the paired 128x256
+            // tiles compute wrong blocks now and then (H100, 2026-11-24,
+            // BENCHMARKS): a race that its latency hides, not yet found.
             let mut fragments = HashMap::new();
             for (r, element) in elements.iter().enumerate() {
                 if half.contains(&(r / 4 % k_steps)) {
