@@ -405,14 +405,7 @@ impl Lower<'_> {
                 frag.iter()
                     .map(|&o| {
                         let t = lower.reg(RegClass::B32);
-                        // Rounded to nearest (ties away from zero) in one
-                        // add: the tensor cores drop the low 13 bits of the
-                        // mantissa, so adding half of the last tf32 place
-                        // first rounds (`cvt.rna.tf32.f32` takes three SASS
-                        // instructions). Infinities stay infinite and quiet
-                        // NaNs NaN: their carry stays in the dropped bits.
-                        lower.emit(format!("mov.b32 {t}, {};", at(o)));
-                        lower.emit(format!("add.s32 {t}, {t}, 4096;"));
+                        lower.emit(format!("cvt.rna.tf32.f32 {t}, {};", at(o)));
                         t
                     })
                     .collect()
