@@ -26,6 +26,8 @@ const STEP_K_BYTES: usize = 32;
 const SLAB_M: usize = 64;
 /// The widest `wgmma` N.
 const MAX_N: usize = 256;
+/// The bits of an f32 that tf32 keeps (all but the low 13 of the mantissa).
+const TF32_BITS: i32 = -8192;
 
 /// One `wgmma` of an `mma`'s K-tile, relative to its warpgroup.
 struct Step {
@@ -304,15 +306,18 @@ impl Lower<'_> {
                 self.emit("wgmma.wait_group.sync.aligned 1;");
             }
             // The stage holds tf32 already (its TMA copy rounded it,
-            // [`super::tma::TensorMap::tf32`]), so this conversion changes
-            // no value. It stays because without it the paired 128x256
-            // tiles compute wrong blocks now and then (H100, 2026-11-24,
-            // BENCHMARKS): a race that its latency hides, not yet found.
+            // [`super::tma::TensorMap::tf32`]): masking the low 13 bits
+            // changes no value. It keeps an ALU operation between each
+            // `ld.shared` and the `wgmma` reading its register. When ptxas
+            // let `wgmma` read the loaded registers directly, the paired
+            // 128x256 tiles computed wrong 64x128 blocks now and then
+            // (H100, 2026-11-24, BENCHMARKS), `wgmma.fence` notwithstanding.
+            // `cvt.rna` did the same job in three instructions.
             let mut fragments = HashMap::new();
             for (r, element) in elements.iter().enumerate() {
                 if half.contains(&(r / 4 % k_steps)) {
                     let t = self.reg(RegClass::B32);
-                    self.emit(format!("cvt.rna.tf32.f32 {t}, {element};"));
+                    self.emit(format!("and.b32 {t}, {element}, {TF32_BITS};"));
                     fragments.insert(r, t);
                 }
             }
