@@ -164,11 +164,13 @@ pub struct SharedMemory {
 
 /// How an entry is launched: threads per block; each thread's registers
 /// at entry, which ptxas must know when the kernel moves registers between
-/// warps (`setmaxnreg`); and the blocks of a cluster, when launched in
-/// clusters.
+/// warps (`setmaxnreg`); the blocks each SM should hold at once, which
+/// bounds the registers ptxas gives each thread; and the blocks of a
+/// cluster, when launched in clusters.
 pub struct LaunchShape {
     pub threads: u32,
     pub max_registers: Option<u32>,
+    pub min_blocks: Option<u32>,
     pub cluster: Option<u32>,
 }
 
@@ -201,6 +203,9 @@ pub fn entry(
     writeln!(s, ".maxntid {}, 1, 1", launch.threads).expect("write");
     if let Some(n) = launch.max_registers {
         writeln!(s, ".maxnreg {n}").expect("write");
+    }
+    if let Some(n) = launch.min_blocks {
+        writeln!(s, ".minnctapersm {n}").expect("write");
     }
     if let Some(n) = launch.cluster {
         writeln!(s, ".reqnctapercluster {n}, 1, 1").expect("write");

@@ -228,6 +228,25 @@ fn a_pipelined_loop_carries_its_copy_addresses_from_one_tile_to_the_next() {
     }
 }
 
+#[test]
+fn portable_tf32_rounds_each_operand_once_and_declares_its_occupancy() {
+    let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    let v = ptx(&k, true);
+    // Eight warps of 32x64 each: per 8-deep K-step two `a` fragments of
+    // four registers and eight `b` fragments of two, each register rounded
+    // to nearest once, in one instruction; four K-steps a tile.
+    assert_eq!(v.matches("cvt.rn.tf32.f32").count(), 4 * (2 * 4 + 8 * 2));
+    assert!(!v.contains("cvt.rna"));
+    // Three 32 KiB stages: shared memory holds two blocks per SM, and 128
+    // registers hold a thread's 64 accumulators, two K-steps' fragments
+    // and its copies' addresses; so ptxas is asked for two blocks.
+    assert!(v.contains(".minnctapersm 2"), "{v}");
+    // 128 accumulators a thread: two blocks' 128 registers could not hold
+    // them, so one block, whatever shared memory would allow.
+    let k = compile("BM = [128], BN = [256], BK = [32]", MATMUL);
+    assert!(ptx(&k, true).contains(".minnctapersm 1"));
+}
+
 const MATMUL: &str = "fn matmul<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<bf16>) {
     let m = block_id(1);
     let n = block_id(0);

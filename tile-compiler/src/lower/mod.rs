@@ -53,6 +53,38 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 /// Shared memory one block may have in all on Hopper (227 KiB).
 pub const MAX_BLOCK_SHARED_BYTES: usize = 227 * 1024;
 
+/// Shared memory of a Hopper SM, of which each resident block takes its
+/// own and 1 KiB the driver reserves.
+const SM_SHARED_BYTES: usize = 228 * 1024;
+const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
+
+/// Threads and 32-bit registers an SM holds.
+const SM_THREADS: u32 = 2048;
+const SM_REGISTERS: u32 = 65536;
+
+/// Registers a thread holds through a `cp.async` `mma` loop besides its
+/// operands, accumulator and copy addresses: the loop counter, stage
+/// offsets and bounds.
+const LOOP_REGISTERS: usize = 8;
+
+/// The blocks per SM a kernel with a `cp.async` `mma` pipeline declares
+/// (`.minnctapersm`): as many as shared memory holds (its stages are sized
+/// for that occupancy, [`pipeline`]), but no more than leave each thread
+/// the registers its loop holds live (`live_registers`: accumulator, two
+/// K-steps' fragments, copy addresses), and at least one. ptxas then
+/// spends registers up to that occupancy and no further. Left to its own
+/// heuristics it squeezed some such kernels into 128 registers, where they
+/// spilled (tf32 with one-instruction rounding), and let others take more
+/// than two blocks per SM allow. The model is checked where it matters:
+/// every variant goes through ptxas (`tests/ptxas.rs`), which fails on a
+/// spill.
+fn blocks_per_sm(shared_bytes: usize, threads: u32, live_registers: usize) -> u32 {
+    let by_shared = SM_SHARED_BYTES / (shared_bytes + BLOCK_RESERVED_SHARED_BYTES);
+    let by_registers = SM_REGISTERS as usize / ((live_registers + LOOP_REGISTERS) * threads as usize);
+    let blocks = by_shared.min(by_registers) as u32;
+    blocks.clamp(1, SM_THREADS / threads)
+}
+
 /// Alignment of the scratch area (and of each team's part): the 1024-byte
 /// period of the 128-byte swizzle, which TMA applies to shared addresses
 /// (`lower/tma_store.rs`).
@@ -226,6 +258,8 @@ fn lower_with(
         dynamic_shared: 0,
         pipelines: (0, 0),
         scratch_after: None,
+        mma_live_registers: 0,
+        copy_registers: 0,
     };
     l.find_consts(&func.body);
     l.find_operands(&func.body);
@@ -309,9 +343,17 @@ fn lower_with(
         .roles
         .as_ref()
         .and_then(|r| r.cluster.is_some().then_some(CLUSTER_BLOCKS));
+    let min_blocks = (l.roles.is_none() && !l.pipelined.is_empty()).then(|| {
+        blocks_per_sm(
+            static_bytes + dynamic_bytes,
+            threads,
+            l.mma_live_registers + l.copy_registers,
+        )
+    });
     let launch = ptx::LaunchShape {
         threads,
         max_registers: l.roles.as_ref().and_then(|r| r.entry_registers),
+        min_blocks,
         cluster,
     };
     let text = ptx::entry(
@@ -441,6 +483,13 @@ struct Lower<'a> {
     /// done at any of its uses, or `None` once one came while a pipeline
     /// was under way.
     scratch_after: Option<Option<usize>>,
+    /// The most registers a thread's `mma.sync` step holds live: its
+    /// accumulator, and two K-steps' operand fragments (one in use, the
+    /// next being read), 32 bits each.
+    mma_live_registers: usize,
+    /// The most `cp.async` copies a thread issues per tile of a pipelined
+    /// loop: each holds its address's advance from the copy before.
+    copy_registers: usize,
 }
 
 /// One global access: `width` consecutive registers from `first` at `[addr+imm]`.

@@ -557,6 +557,8 @@ impl Lower<'_> {
             plan.streams = (plan.staged.clone().iter())
                 .map(|s| self.copy_stream(plan.var, s, lo))
                 .collect();
+            let copies = plan.streams.iter().map(|s| s.copies.len()).sum();
+            self.copy_registers = self.copy_registers.max(copies);
         }
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));

@@ -393,7 +393,9 @@ impl Lower<'_> {
         let (a_frag, b_frag) = if tf32 { (TF32_A, TF32_B) } else { (HALF_A, HALF_B) };
         let c_frag = ACC;
         // Operand registers as the tensor cores take them: pairs of halves
-        // packed into 32 bits, or f32 rounded to tf32.
+        // packed into 32 bits, or f32 rounded to tf32, to nearest even as
+        // cuBLAS and the `wgmma` path's TMA copies round (one instruction
+        // on sm_90, where `cvt.rna` takes three).
         let pack = |lower: &mut Self,
                     regs: &[String],
                     frag: &[(usize, usize)],
@@ -405,7 +407,7 @@ impl Lower<'_> {
                 frag.iter()
                     .map(|&o| {
                         let t = lower.reg(RegClass::B32);
-                        lower.emit(format!("cvt.rna.tf32.f32 {t}, {};", at(o)));
+                        lower.emit(format!("cvt.rn.tf32.f32 {t}, {};", at(o)));
                         t
                     })
                     .collect()
@@ -419,6 +421,11 @@ impl Lower<'_> {
                     .collect()
             }
         };
+        // What a K-step holds live, for the occupancy the kernel declares
+        // ([`super::blocks_per_sm`]).
+        let packed = |frag: Fragment| if tf32 { frag.len() } else { frag.len() / 2 };
+        let step_registers = tm / 16 * packed(a_frag) + tn / 8 * packed(b_frag);
+        self.mma_live_registers = self.mma_live_registers.max(out.len() + 2 * step_registers);
         let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
         let ty = arith_type(if tf32 { DType::F32 } else { dtype });
         let ty = if tf32 { "tf32" } else { ty };
