@@ -237,6 +237,23 @@ fn portable_tf32_rounds_each_operand_once_and_declares_its_occupancy() {
     // to nearest once, in one instruction; four K-steps a tile.
     assert_eq!(v.matches("cvt.rn.tf32.f32").count(), 4 * (2 * 4 + 8 * 2));
     assert!(!v.contains("cvt.rna"));
+    // `a`'s rows run along K: `ldmatrix` reads its 32 registers four at a
+    // time, from four row addresses and immediates. `b`'s run along N,
+    // across the fragments' K, which `ldmatrix.trans` cannot transpose in
+    // 32-bit elements: read element by element.
+    let reads: Vec<&str> = v.lines().filter(|l| l.contains("ldmatrix")).collect();
+    assert_eq!(reads.len(), 8);
+    assert!(
+        reads
+            .iter()
+            .all(|l| l.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"))
+    );
+    let rows: std::collections::HashSet<&str> = reads
+        .iter()
+        .map(|l| l.split('[').nth(1).unwrap().split('+').next().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(v.matches("ld.shared.f32").count(), 64, "b's 32x64 warp tile");
     // Three 32 KiB stages: shared memory holds two blocks per SM, and 128
     // registers hold a thread's 64 accumulators, two K-steps' fragments
     // and its copies' addresses; so ptxas is asked for two blocks.
@@ -648,6 +665,11 @@ fn tf32_wgmma_serves_x_times_w_transposed() {
     );
     assert!(p.contains(", 1, 1;") && !p.contains(", 1, 1, 0"));
     assert!(w.persistent && p.contains("setmaxnreg.inc"));
+    // On the portable path both operands' rows run along K: `ldmatrix`
+    // reads them both.
+    let v = ptx(&k, true);
+    assert_eq!(v.matches("ldmatrix.sync.aligned.m8n8.x4.shared.b16").count(), 8 + 16);
+    assert!(!v.contains("ld.shared.f32"));
 }
 
 #[test]

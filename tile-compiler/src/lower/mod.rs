@@ -1468,11 +1468,10 @@ impl<'a> Lower<'a> {
             if self.path == MmaPath::Wgmma {
                 return Vec::new();
             }
-            return if self.dtype(arg).bytes() == 2 {
-                self.read_fragments(&base, lb, contiguous, role)
-            } else {
-                self.read_elements(&base, lb, contiguous)
-            };
+            let eb = self.dtype(arg).bytes();
+            return self
+                .read_fragments(&base, lb, (contiguous, eb), role)
+                .unwrap_or_else(|| self.read_elements(&base, lb, contiguous));
         }
         let src = self.regs_of(arg);
         if let Some(perm) = la.register_permutation(lb) {

@@ -4,7 +4,7 @@
 use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
 use crate::ir::*;
-use crate::layout::{Bit, Layout};
+use crate::layout::Layout;
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
 
@@ -63,6 +63,33 @@ const HALF_B: Fragment = &[(0, 0), (1, 0), (8, 0), (9, 0)];
 const TF32_A: Fragment = &[(0, 0), (8, 0), (0, 4), (8, 4)];
 const TF32_B: Fragment = &[(0, 0), (4, 0)];
 pub(super) const ACC: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1)];
+
+/// Where each of `units` shared-memory reads (registers, or `ldmatrix`
+/// groups) lands, the units numbered by layout register bits whose byte
+/// offsets are `bit_offsets` (`None` for bits the swizzle mixes). The
+/// units whose unmixed bits are all zero (the classes, returned first)
+/// each need a per-thread offset; every unit is its class's address
+/// (index) plus an immediate.
+fn address_classes(units: usize, bit_offsets: &[Option<usize>]) -> (Vec<usize>, Vec<(usize, usize)>) {
+    let mixed: usize = (bit_offsets.iter().enumerate())
+        .filter(|(_, o)| o.is_none())
+        .map(|(i, _)| 1 << i)
+        .sum();
+    let classes: Vec<usize> = (0..units).filter(|u| u & !mixed == 0).collect();
+    let at = (0..units)
+        .map(|u| {
+            let class = (classes.iter())
+                .position(|&c| c == u & mixed)
+                .expect("every class has an offset");
+            let fixed = (bit_offsets.iter().enumerate())
+                .filter(|(i, _)| (u & !mixed) >> i & 1 == 1)
+                .map(|(_, o)| o.expect("not mixed"))
+                .sum();
+            (class, fixed)
+        })
+        .collect();
+    (classes, at)
+}
 
 impl Lower<'_> {
     /// Records every scalar constant.
@@ -205,11 +232,8 @@ impl Lower<'_> {
         }
         self.barrier();
 
-        Some(if eb == 2 {
-            self.read_fragments(&base, lb, contiguous, role)
-        } else {
-            self.read_elements(&base, lb, contiguous)
-        })
+        self.read_fragments(&base, lb, (contiguous, eb), role)
+            .or_else(|| Some(self.read_elements(&base, lb, contiguous)))
     }
 
     /// Reads a 32-bit operand in layout `lb` element by element from a
@@ -220,13 +244,8 @@ impl Lower<'_> {
             rows: lb.shape[other],
             row_bytes: lb.shape[contiguous] * 4,
         };
-        // Register bits the swizzle mixes pick one of a few per-thread
-        // offsets, computed once; the others add constants.
-        let offset_of = |(d, b): Bit| sw.bit_offset(d == other, b, 4);
-        let mixed: usize = (0..lb.reg.len())
-            .filter(|&i| offset_of(lb.reg[i]).is_none())
-            .map(|i| 1 << i)
-            .sum();
+        let bit_offsets: Vec<Option<usize>> = lb.reg.iter().map(|&(d, b)| sw.bit_offset(d == other, b, 4)).collect();
+        let (classes, at) = address_classes(lb.num_regs(), &bit_offsets);
         let key = (lb.clone(), contiguous, "ld.shared");
         let offsets = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
@@ -235,9 +254,9 @@ impl Lower<'_> {
                     let tc = l.coords(lb);
                     let zero = l.reg(RegClass::B32);
                     l.emit(format!("mov.b32 {zero}, 0;"));
-                    (0..lb.num_regs())
-                        .filter(|r| r & !mixed == 0)
-                        .map(|r| {
+                    classes
+                        .iter()
+                        .map(|&r| {
                             let c = lb.reg_coord(r);
                             let row = l.plus(&tc[other], c[other]);
                             let col = l.plus(&tc[contiguous], c[contiguous]);
@@ -255,26 +274,9 @@ impl Lower<'_> {
                 o
             }
         };
-        // One address per combination of the mixed bits (its registers' class).
-        let classes: Vec<usize> = (0..lb.num_regs()).filter(|r| r & !mixed == 0).collect();
-        let addresses: Vec<String> = offsets
-            .iter()
-            .map(|off| {
-                let a = self.reg(RegClass::B32);
-                self.emit(format!("add.s32 {a}, {base}, {off};"));
-                a
-            })
-            .collect();
-        (0..lb.num_regs())
-            .map(|r| {
-                let class = classes
-                    .iter()
-                    .position(|&c| c == r & mixed)
-                    .expect("every class has an offset");
-                let fixed: usize = (0..lb.reg.len())
-                    .filter(|&i| (r & !mixed) >> i & 1 == 1)
-                    .map(|i| offset_of(lb.reg[i]).expect("not mixed"))
-                    .sum();
+        let addresses = self.class_addresses(base, &offsets);
+        at.into_iter()
+            .map(|(class, fixed)| {
                 let d = self.reg(RegClass::F32);
                 self.emit(format!("ld.shared.f32 {d}, [{}+{fixed}];", addresses[class]));
                 d
@@ -282,59 +284,108 @@ impl Lower<'_> {
             .collect()
     }
 
-    /// Reads a 16-bit operand in fragment layout `lb` from a swizzled shared
-    /// tile at `base` whose rows run along operand dimension `contiguous`.
-    /// Each fragment register pair is an 8x8 block; `ldmatrix` gives lane t
-    /// the pair at (t / 4, 2 (t % 4)) of the block, along the fragment's pair
-    /// direction (K for both operands), transposing where that direction
-    /// crosses the stored rows.
-    pub(super) fn read_fragments(&mut self, base: &str, lb: &Layout, contiguous: usize, role: Operand) -> Vec<String> {
+    /// `base` plus each class's per-thread offset (see [`address_classes`]).
+    fn class_addresses(&mut self, base: &str, offsets: &[String]) -> Vec<String> {
+        offsets
+            .iter()
+            .map(|off| {
+                let a = self.reg(RegClass::B32);
+                self.emit(format!("add.s32 {a}, {base}, {off};"));
+                a
+            })
+            .collect()
+    }
+
+    /// Reads an operand of `eb`-byte elements in fragment layout `lb` from a
+    /// swizzled shared tile at `base` whose rows run along operand dimension
+    /// `contiguous`, with `ldmatrix`. Each fragment word (a pair of 16-bit
+    /// elements, or one 32-bit element) is a block of eight rows of 16
+    /// bytes; `ldmatrix` gives lane t word t % 4 of row t / 4 of the block,
+    /// whose words run along the fragment's K direction. Where K crosses the
+    /// stored rows a 16-bit tile is read transposed (`.trans` moves 16-bit
+    /// elements); `None` for a 32-bit one, which is then read element by
+    /// element ([`Self::read_elements`]).
+    pub(super) fn read_fragments(
+        &mut self,
+        base: &str,
+        lb: &Layout,
+        (contiguous, eb): (usize, usize),
+        role: Operand,
+    ) -> Option<Vec<String>> {
         let sw = Swizzle {
             rows: lb.shape[1 - contiguous],
-            row_bytes: lb.shape[contiguous] * 2,
+            row_bytes: lb.shape[contiguous] * eb,
         };
-        let pair_dim = match role {
+        let k_dim = match role {
             Operand::A => 1,
             Operand::B => 0,
         };
-        let trans = if pair_dim == contiguous { "" } else { ".trans" };
+        let trans = if k_dim == contiguous { "" } else { ".trans" };
+        if eb == 4 && !trans.is_empty() {
+            return None;
+        }
         let key = (
             lb.clone(),
             contiguous,
-            if trans.is_empty() { "ldmatrix" } else { "ldmatrix.trans" },
+            match (eb, trans.is_empty()) {
+                (4, _) => "ldmatrix.b32",
+                (_, true) => "ldmatrix",
+                (_, false) => "ldmatrix.trans",
+            },
         );
+        let per_word = 4 / eb;
+        let word_regs: Vec<usize> = (0..lb.num_regs()).step_by(per_word).collect();
+        // Groups of four words differ by the register bits above the first
+        // `in_group`.
+        let in_group = (4 * per_word).trailing_zeros() as usize;
+        let other = 1 - contiguous;
+        let bit_offsets: Vec<Option<usize>> = (lb.reg.iter().skip(in_group))
+            .map(|&(d, b)| sw.bit_offset(d == other, b, eb))
+            .collect();
+        let (classes, at) = address_classes(word_regs.len().div_ceil(4), &bit_offsets);
         let offsets = match self.fragment_offsets.get(&key) {
             Some(o) => o.clone(),
             None => {
-                let o = self.in_prologue(|l| l.fragment_offsets_of(lb, contiguous, &sw));
+                let o = self.in_prologue(|l| l.fragment_offsets_of(lb, (contiguous, eb), &sw, &classes));
                 self.fragment_offsets.insert(key, o.clone());
                 o
             }
         };
-        let pairs: Vec<usize> = (0..lb.num_regs()).step_by(2).collect();
+        let addresses = self.class_addresses(base, &offsets);
         let mut out = vec![String::new(); lb.num_regs()];
-        for (group, off) in pairs.chunks(4).zip(&offsets) {
-            let a = self.reg(RegClass::B32);
-            self.emit(format!("add.s32 {a}, {base}, {off};"));
+        for (group, (class, fixed)) in word_regs.chunks(4).zip(at) {
             let words: Vec<String> = group.iter().map(|_| self.reg(RegClass::B32)).collect();
             self.emit(format!(
-                "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{a}];",
+                "ldmatrix.sync.aligned.m8n8.x{}{trans}.shared.b16 {{{}}}, [{}+{fixed}];",
                 group.len(),
-                words.join(", ")
+                words.join(", "),
+                addresses[class]
             ));
             for (&r, w) in group.iter().zip(&words) {
-                let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
-                self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
-                out[r] = lo;
-                out[r + 1] = hi;
+                if eb == 4 {
+                    let f = self.reg(RegClass::F32);
+                    self.emit(format!("mov.b32 {f}, {w};"));
+                    out[r] = f;
+                } else {
+                    let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+                    self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                    out[r] = lo;
+                    out[r + 1] = hi;
+                }
             }
         }
-        out
+        Some(out)
     }
 
     /// This thread's `ldmatrix` row address (relative to the tile) for each
-    /// group of four fragment register pairs of `lb`.
-    fn fragment_offsets_of(&mut self, lb: &Layout, contiguous: usize, sw: &Swizzle) -> Vec<String> {
+    /// of the `groups` of four fragment words of `lb` (`eb`-byte elements).
+    fn fragment_offsets_of(
+        &mut self,
+        lb: &Layout,
+        (contiguous, eb): (usize, usize),
+        sw: &Swizzle,
+        groups: &[usize],
+    ) -> Vec<String> {
         let other = 1 - contiguous;
         let warp_only = Layout {
             lane: vec![None; lb.lane.len()],
@@ -348,9 +399,10 @@ impl Lower<'_> {
         self.emit(format!("and.b32 {row8}, {lane}, 7;"));
         let zero = self.reg(RegClass::B32);
         self.emit(format!("mov.b32 {zero}, 0;"));
-        let pairs: Vec<usize> = (0..lb.num_regs()).step_by(2).collect();
+        let word_regs: Vec<usize> = (0..lb.num_regs()).step_by(4 / eb).collect();
         let mut offsets = Vec::new();
-        for group in pairs.chunks(4) {
+        for &g in groups {
+            let group = &word_regs[4 * g..word_regs.len().min(4 * g + 4)];
             // Lane 8j + i addresses row i of block j of this group.
             let origin = |r: usize| -> (usize, usize) {
                 let c = lb.reg_coord(r);
@@ -371,7 +423,7 @@ impl Lower<'_> {
                 None => self.emit(format!("mov.b32 {col}, {col_origin};")),
             }
             let chunk = self.reg(RegClass::B32);
-            self.emit(format!("shr.u32 {chunk}, {col}, 3;"));
+            self.emit(format!("shr.u32 {chunk}, {col}, {};", (16 / eb).trailing_zeros()));
             offsets.push(self.swizzled(&zero, &row, &chunk, sw));
         }
         offsets
