@@ -74,8 +74,9 @@ const LOOP_REGISTERS: usize = 8;
 /// K-steps' fragments, copy addresses), and at least one. ptxas then
 /// spends registers up to that occupancy and no further. Left to its own
 /// heuristics it squeezed some such kernels into 128 registers, where they
-/// spilled (tf32 with one-instruction rounding), and let others take more
-/// than two blocks per SM allow. The model is checked where it matters:
+/// spilled (tf32 with one-instruction rounding), and gave others a few
+/// more than 128 (130 for 256 threads), costing them their second block
+/// per SM. The model is checked where it matters:
 /// every variant goes through ptxas (`tests/ptxas.rs`), which fails on a
 /// spill.
 fn blocks_per_sm(shared_bytes: usize, threads: u32, live_registers: usize) -> u32 {
