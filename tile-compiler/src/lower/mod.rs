@@ -691,14 +691,7 @@ impl<'a> Lower<'a> {
                 self.emit(format!("shl.b32 {t}, {c}, {};", s.trailing_zeros()));
                 t
             };
-            acc = Some(match acc {
-                None => term,
-                Some(a) => {
-                    let t = self.reg(RegClass::B32);
-                    self.emit(format!("add.s32 {t}, {a}, {term};"));
-                    t
-                }
-            });
+            acc = Some(self.fold(acc, term, "add.s32", RegClass::B32));
         }
         acc
     }
@@ -1141,14 +1134,7 @@ impl<'a> Lower<'a> {
         for (d, i) in coords.iter().enumerate() {
             let p = self.reg(RegClass::Pred);
             self.emit(format!("setp.lt.u32 {p}, {i}, {};", dims[d]));
-            pred = Some(match pred {
-                None => p,
-                Some(q) => {
-                    let n = self.reg(RegClass::Pred);
-                    self.emit(format!("and.pred {n}, {q}, {p};"));
-                    n
-                }
-            });
+            pred = Some(self.fold(pred, p, "and.pred", RegClass::Pred));
             let o = self.reg(RegClass::B32);
             match off {
                 None => self.emit(format!("mul.lo.s32 {o}, {i}, {};", strides[d])),
@@ -1296,22 +1282,8 @@ impl<'a> Lower<'a> {
                             (o, inb)
                         }
                     };
-                    off = Some(match off {
-                        None => o,
-                        Some(prev) => {
-                            let s = self.reg(RegClass::B32);
-                            self.emit(format!("add.s32 {s}, {prev}, {o};"));
-                            s
-                        }
-                    });
-                    pred = Some(match pred {
-                        None => inb,
-                        Some(q) => {
-                            let n = self.reg(RegClass::Pred);
-                            self.emit(format!("and.pred {n}, {q}, {inb};"));
-                            n
-                        }
-                    });
+                    off = Some(self.fold(off, o, "add.s32", RegClass::B32));
+                    pred = Some(self.fold(pred, inb, "and.pred", RegClass::Pred));
                 }
                 let last = rank - 1;
                 let off = if vectors {

@@ -404,14 +404,7 @@ impl Lower<'_> {
                         p
                     }
                 };
-                inside = Some(match inside {
-                    None => check,
-                    Some(q) => {
-                        let both = self.reg(RegClass::Pred);
-                        self.emit(format!("and.pred {both}, {q}, {check};"));
-                        both
-                    }
-                });
+                inside = Some(self.fold(inside, check, "and.pred", RegClass::Pred));
             }
             copies.push(StreamCopy {
                 advance,

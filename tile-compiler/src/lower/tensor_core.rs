@@ -174,6 +174,20 @@ impl Lower<'_> {
         d
     }
 
+    /// `term` combined into `acc` by the binary `op` (`add.s32`,
+    /// `and.pred`) into a new register of `class`, or `term` itself when
+    /// `acc` is empty: a sum or conjunction built one term at a time.
+    pub(super) fn fold(&mut self, acc: Option<String>, term: String, op: &str, class: RegClass) -> String {
+        match acc {
+            None => term,
+            Some(a) => {
+                let d = self.reg(class);
+                self.emit(format!("{op} {d}, {a}, {term};"));
+                d
+            }
+        }
+    }
+
     /// `reg + k` (or `k`) as a register.
     pub(super) fn plus(&mut self, reg: &Option<String>, k: usize) -> String {
         let d = self.reg(RegClass::B32);
