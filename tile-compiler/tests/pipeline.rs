@@ -201,6 +201,29 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(!ptx(&k, false).contains("cp.async"));
 }
 
+/// The registers between braces after `marker` on each line that has it.
+fn braced_registers<'a>(ptx: &'a str, marker: &str, group: usize) -> Vec<&'a str> {
+    ptx.lines()
+        .filter(|l| l.contains(marker))
+        .flat_map(|l| l.split('{').nth(group).and_then(|g| g.split('}').next()))
+        .flat_map(|g| g.split(", "))
+        .collect()
+}
+
+#[test]
+fn mma_operands_are_the_registers_ldmatrix_wrote() {
+    // Halves split from a word and packed again were moved between
+    // registers by ptxas: operands go to `mma` as `ldmatrix` read them.
+    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
+    let v = ptx(&k, true);
+    let read: std::collections::HashSet<&str> = braced_registers(v, "ldmatrix", 1).into_iter().collect();
+    let (a, b) = (braced_registers(v, "mma.sync", 2), braced_registers(v, "mma.sync", 3));
+    // A warp's 64x64 tile: four K-steps of 16, each four rows of 16 by
+    // eight columns of 8 products, on four and two registers.
+    assert_eq!((a.len(), b.len()), (128 * 4, 128 * 2));
+    assert!(a.iter().chain(&b).all(|r| read.contains(r)), "an operand was repacked");
+}
+
 #[test]
 fn a_pipelined_loop_carries_its_copy_addresses_from_one_tile_to_the_next() {
     let k = compile("BM = [128], BN = [128], BK = [32]", MATMUL);

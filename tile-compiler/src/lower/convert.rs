@@ -110,8 +110,7 @@ impl Lower<'_> {
                 let (v, list) = vector_operand(&words);
                 self.emit(format!("ld.shared{v}.b32 {list}, [{}+{}];", a.addr, a.imm));
                 for w in words {
-                    let (h0, h1) = (self.reg(class), self.reg(class));
-                    self.emit(format!("mov.b32 {{{h0}, {h1}}}, {w};"));
+                    let (h0, h1) = self.split_word(&w);
                     out.extend([h0, h1]);
                 }
             } else {
@@ -134,16 +133,7 @@ impl Lower<'_> {
     pub(super) fn store_shared(&mut self, regs: &[String], eb: usize, (addr, imm): (&str, usize), owner: Option<&str>) {
         let (ty, words): (&str, Vec<String>) = match (eb, regs.len()) {
             (2, 1) => ("b16", regs.to_vec()),
-            (2, _) => (
-                "b32",
-                regs.chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::B32);
-                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                        w
-                    })
-                    .collect(),
-            ),
+            (2, _) => ("b32", regs.chunks(2).map(|p| self.packed_word(&p[0], &p[1])).collect()),
             _ => ("b32", regs.to_vec()),
         };
         let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();

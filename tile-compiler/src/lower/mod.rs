@@ -261,6 +261,7 @@ fn lower_with(
         scratch_after: None,
         mma_live_registers: 0,
         copy_registers: 0,
+        split_words: HashMap::new(),
     };
     l.find_consts(&func.body);
     l.find_operands(&func.body);
@@ -491,6 +492,10 @@ struct Lower<'a> {
     /// The most `cp.async` copies a thread issues per tile of a pipelined
     /// loop: each holds its address's advance from the copy before.
     copy_registers: usize,
+    /// Words split into 16-bit halves ([`Lowering::split_word`]), by their
+    /// halves: packing the same halves again ([`Lowering::packed_word`]) is
+    /// the word itself. Nothing writes a word or its halves after the split.
+    split_words: HashMap<(String, String), String>,
 }
 
 /// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
@@ -754,6 +759,28 @@ impl<'a> Lower<'a> {
         let d = self.reg(class);
         self.mov(class, &d, src);
         d
+    }
+
+    /// The two 16-bit halves of word `w`, low first.
+    fn split_word(&mut self, w: &str) -> (String, String) {
+        let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+        self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+        self.split_words.insert((lo.clone(), hi.clone()), w.to_string());
+        (lo, hi)
+    }
+
+    /// The word of 16-bit halves `lo` and `hi`: the word they were split
+    /// from, if they were, so that an `ldmatrix` or load result reaches an
+    /// `mma` or store as it was read. Packing it anew left ptxas moving
+    /// operand fragments between registers: 48 of the 250 instructions of a
+    /// 128x128x64 bf16 K-step.
+    fn packed_word(&mut self, lo: &str, hi: &str) -> String {
+        if let Some(w) = self.split_words.get(&(lo.to_string(), hi.to_string())) {
+            return w.clone();
+        }
+        let w = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {w}, {{{lo}, {hi}}};"));
+        w
     }
 
     fn widen(&mut self, r: &str, dtype: DType) -> String {
@@ -1358,8 +1385,7 @@ impl<'a> Lower<'a> {
                 };
                 self.emit(format!("@{} ld.global{nc}{v}.b32 {list}, {target};", a.pred));
                 for (i, w) in ws.iter().enumerate() {
-                    let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
-                    self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                    let (lo, hi) = self.split_word(w);
                     regs[a.first + 2 * i] = lo;
                     regs[a.first + 2 * i + 1] = hi;
                 }
@@ -1393,14 +1419,7 @@ impl<'a> Lower<'a> {
             let target = addr(&a.addr, a.imm);
             let regs = &vals[a.first..a.first + a.width];
             let (ty, items): (&str, Vec<String>) = if dtype.is_half() && a.width >= 2 {
-                let words = regs
-                    .chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::B32);
-                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                        w
-                    })
-                    .collect();
+                let words = regs.chunks(2).map(|p| self.packed_word(&p[0], &p[1])).collect();
                 ("b32", words)
             } else if dtype.is_half() {
                 ("b16", regs.to_vec())

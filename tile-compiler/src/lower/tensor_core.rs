@@ -234,11 +234,7 @@ impl Lower<'_> {
             } else {
                 src[first..first + 8]
                     .chunks(2)
-                    .map(|p| {
-                        let w = self.reg(RegClass::B32);
-                        self.emit(format!("mov.b32 {w}, {{{}, {}}};", p[0], p[1]));
-                        w
-                    })
+                    .map(|p| self.packed_word(&p[0], &p[1]))
                     .collect()
             };
             let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
@@ -381,8 +377,7 @@ impl Lower<'_> {
                     self.emit(format!("mov.b32 {f}, {w};"));
                     out[r] = f;
                 } else {
-                    let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
-                    self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+                    let (lo, hi) = self.split_word(w);
                     out[r] = lo;
                     out[r + 1] = hi;
                 }
@@ -479,11 +474,7 @@ impl Lower<'_> {
                     .collect()
             } else {
                 frag.chunks(2)
-                    .map(|p| {
-                        let t = lower.reg(RegClass::B32);
-                        lower.emit(format!("mov.b32 {t}, {{{}, {}}};", at(p[0]), at(p[1])));
-                        t
-                    })
+                    .map(|p| lower.packed_word(&at(p[0]), &at(p[1])))
                     .collect()
             }
         };
