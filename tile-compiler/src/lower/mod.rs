@@ -492,8 +492,8 @@ struct Lower<'a> {
     /// The most `cp.async` copies a thread issues per tile of a pipelined
     /// loop: each holds its address's advance from the copy before.
     copy_registers: usize,
-    /// Words split into 16-bit halves ([`Lowering::split_word`]), by their
-    /// halves: packing the same halves again ([`Lowering::packed_word`]) is
+    /// Words split into 16-bit halves ([`Lower::split_word`]), by their
+    /// halves: packing the same halves again ([`Lower::packed_word`]) is
     /// the word itself. Nothing writes a word or its halves after the split.
     split_words: HashMap<(String, String), String>,
 }
