@@ -2,7 +2,7 @@
 //! simplification, and what the PTX does (vector accesses, shuffles,
 //! barriers, conversions) for representative kernels.
 
-use tile_compiler::{CompiledKernel, Target, Variant, compile_str, ir::OpKind};
+use tile_compiler::{CompiledKernel, Target, compile_str, ir::OpKind};
 
 fn compile(attr: &str, src: &str) -> CompiledKernel {
     match compile_str(attr, src) {
@@ -12,16 +12,12 @@ fn compile(attr: &str, src: &str) -> CompiledKernel {
 }
 
 /// The portable variant with every tensor accessed with vectors, or none.
-fn portable(k: &CompiledKernel, vectorized: bool) -> &Variant {
-    k.variants
+fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
+    &k.variants
         .iter()
         .find(|v| v.target.is_none() && v.vectorized.is_empty() != vectorized)
         .expect("variant")
-}
-
-/// Its PTX.
-fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
-    &portable(k, vectorized).ptx
+        .ptx
 }
 
 fn count_ops(ops: &[tile_compiler::ir::Op], pred: &dyn Fn(&OpKind) -> bool) -> usize {
@@ -193,70 +189,16 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(v.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
     // The epilogue's 32 KiB conversion tile takes the place of the stages
     // (four of 16 KiB), free once the loop has drained: no static shared
-    // memory beside them. The block's two teams have that each.
-    let vector = portable(&k, true);
-    assert_eq!(
-        (vector.shared_bytes, vector.dynamic_shared_bytes),
-        (0, 2 * 4 * 16 * 1024)
-    );
+    // memory beside them.
+    let vector = k
+        .variants
+        .iter()
+        .find(|v| v.target.is_none() && !v.vectorized.is_empty())
+        .expect("variant");
+    assert_eq!((vector.shared_bytes, vector.dynamic_shared_bytes), (0, 4 * 16 * 1024));
     assert!(!v.contains(".shared .align 1024 .b8 smem["));
     // The scalar variant can't use 16-byte copies: it stages through registers.
     assert!(!ptx(&k, false).contains("cp.async"));
-}
-
-#[test]
-fn two_blocks_that_fit_an_sm_run_as_two_teams_of_one_persistent_block() {
-    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
-    let v = portable(&k, true);
-    assert_eq!((v.threads, v.persistent), (256, true));
-    assert!(v.ptx.contains(".minnctapersm 1") && v.ptx.contains(&format!("{}_grid", v.entry)));
-    let lines: Vec<&str> = v.ptx.lines().map(str::trim).collect();
-    let operands = |l: &str| -> Vec<String> {
-        let rest = l.split_once(' ').map_or("", |(_, r)| r).trim_end_matches(';');
-        rest.split(", ").map(str::to_string).collect()
-    };
-    // The team: the thread index over 128, which then counts within it.
-    let team = lines
-        .iter()
-        .find(|l| l.starts_with("shr.u32") && l.ends_with(", 7;"))
-        .map(|l| operands(l)[0].clone())
-        .expect("team index");
-    // Its half of dynamic shared memory, added to every address in it.
-    let half = v.dynamic_shared_bytes / 2;
-    let offset = lines
-        .iter()
-        .find(|l| l.starts_with("mul.lo.u32") && l.ends_with(&format!(", {team}, {half};")))
-        .map(|l| operands(l)[0].clone())
-        .expect("team offset");
-    let bases: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].ends_with("_dyn_smem;")).collect();
-    assert!(!bases.is_empty());
-    for i in bases {
-        let a = operands(lines[i])[0].clone();
-        assert!(
-            lines[i + 1..i + 3].contains(&format!("add.s32 {a}, {a}, {offset};").as_str()),
-            "shared address at line {i} without the team's offset"
-        );
-    }
-    // Team t of block b computes blocks b + t·G, b + (t + 2)·G, ..
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("mad.lo.u32") && l.contains(&format!(", {team}, %r")))
-    );
-    assert!(lines.iter().any(|l| l.starts_with("mad.lo.u32") && l.contains(", 2, ")));
-    // Each team synchronizes on its own named barrier, never the block's.
-    let barriers: Vec<&&str> = lines.iter().filter(|l| l.starts_with("bar.sync")).collect();
-    assert!(
-        !barriers.is_empty()
-            && barriers
-                .iter()
-                .all(|l| l.ends_with(", 128;") && !l.starts_with("bar.sync 0"))
-    );
-    // 128x256x64 takes eight warps whose registers fill an SM: one block
-    // per SM, one team, an ordinary grid.
-    let big = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
-    let plain = portable(&big, true);
-    assert!(!plain.persistent && plain.ptx.contains("bar.sync 0;"));
 }
 
 /// The registers between braces after `marker` on each line that has it.
@@ -756,15 +698,17 @@ fn tf32_wgmma_serves_x_times_w_transposed() {
 #[test]
 fn num_stages_sets_the_pipeline_depth() {
     let stage = (128 * 64 + 64 * 128) * 2;
-    // Two stages leave room for a second team in the block; five do not.
-    for (stages, wait, teams) in [(2, "cp.async.wait_group 0;", 2), (5, "cp.async.wait_group 3;", 1)] {
+    for (stages, wait) in [(2, "cp.async.wait_group 0;"), (5, "cp.async.wait_group 3;")] {
         let k = compile(
             &format!("BM = [128], BN = [128], BK = [64], num_stages = {stages}"),
             MATMUL,
         );
-        let v = portable(&k, true);
-        assert_eq!(v.dynamic_shared_bytes, teams * stages * stage);
-        assert_eq!((v.threads, v.persistent), (teams as u32 * 128, teams == 2));
+        let v = k
+            .variants
+            .iter()
+            .find(|v| !v.vectorized.is_empty() && v.target.is_none())
+            .expect("vector variant");
+        assert_eq!(v.dynamic_shared_bytes, stages * stage);
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
         // On sm_90a the full and empty mbarriers follow the stages, then
         // the two consumer teams' 32 KiB tiles the accumulator is stored

@@ -23,7 +23,6 @@ mod tensor_core;
 mod tma;
 mod tma_store;
 mod transpose;
-mod twins;
 mod wgmma;
 
 pub use cluster::CLUSTER_BLOCKS;
@@ -142,7 +141,6 @@ pub fn lower(
         ping_pong: false,
         pairs: false,
         team_scratch: None,
-        twins: None,
     };
     lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
 }
@@ -169,7 +167,6 @@ pub fn lower_wgmma(
         ping_pong: true,
         pairs,
         team_scratch: None,
-        twins: None,
     };
     let (lowered, l) = lower_with(func, layouts, vectorized, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
@@ -184,9 +181,7 @@ pub fn lower_wgmma(
 /// bytes of each team's scratch area (`None`: not known yet). With
 /// `scratch_on_stages`, the scratch area takes the pipeline stages' place
 /// (at offset 0 of dynamic shared memory), which is free once every loop
-/// that uses them is over. `twins` (portable path) runs two teams per
-/// block on a persistent grid, each with this many bytes of dynamic shared
-/// memory (see [`twins`]).
+/// that uses them is over.
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
@@ -197,7 +192,6 @@ struct Lowering {
     ping_pong: bool,
     pairs: bool,
     team_scratch: Option<usize>,
-    twins: Option<usize>,
 }
 
 /// What the `wgmma` path found.
@@ -222,7 +216,6 @@ fn lower_with(
         ping_pong,
         pairs,
         team_scratch,
-        twins,
     } = how;
     let mut l = Lower {
         scratch_offset,
@@ -239,7 +232,6 @@ fn lower_with(
         tensor_maps: Vec::new(),
         tma_params: Vec::new(),
         roles: None,
-        twins: None,
         func,
         entry: entry_name.to_string(),
         layouts,
@@ -274,11 +266,7 @@ fn lower_with(
     l.find_consts(&func.body);
     l.find_operands(&func.body);
     let mut params = l.params(entry_name);
-    if let Some(team_bytes) = twins {
-        l.twins_prologue(team_bytes);
-        l.twins_body(&func.body)?;
-    }
-    let persistent = twins.is_some() || (path == MmaPath::Wgmma && l.specialize(&func.body)?);
+    let persistent = path == MmaPath::Wgmma && l.specialize(&func.body)?;
     if !persistent {
         l.ops(&func.body)?;
     }
@@ -357,13 +345,6 @@ fn lower_with(
         .roles
         .as_ref()
         .and_then(|r| r.cluster.is_some().then_some(CLUSTER_BLOCKS));
-    let (dynamic_bytes, threads) = match (twins, &l.twins) {
-        (Some(team_bytes), Some(t)) => {
-            params.push(t.grid_param.clone());
-            (2 * team_bytes, 2 * threads)
-        }
-        _ => (dynamic_bytes, threads),
-    };
     let min_blocks = (l.roles.is_none() && !l.pipelined.is_empty()).then(|| {
         blocks_per_sm(
             static_bytes + dynamic_bytes,
@@ -371,25 +352,6 @@ fn lower_with(
             l.mma_live_registers + l.copy_registers,
         )
     });
-    let team_bytes = dynamic_bytes.next_multiple_of(SCRATCH_ALIGN);
-    if path == MmaPath::Portable
-        && twins.is_none()
-        && min_blocks.is_some_and(|b| b >= 2)
-        && 2 * threads * 255 <= SM_REGISTERS
-        && static_bytes == 0
-        && 2 * team_bytes <= MAX_BLOCK_SHARED_BYTES
-    {
-        // Two blocks fit on an SM: run them as the two teams of one block
-        // on a persistent grid instead, lowered again with each team's half.
-        // Not when a thread of the doubled block would have fewer than 255
-        // registers: at 128 (256-thread teams) the loop's own registers
-        // spilled the f32 128x128 tiles.
-        let how = Lowering {
-            twins: Some(team_bytes),
-            ..how
-        };
-        return lower_with(func, layouts, vectorized, entry_name, how);
-    }
     let launch = ptx::LaunchShape {
         threads,
         max_registers: l.roles.as_ref().and_then(|r| r.entry_registers),
@@ -464,8 +426,6 @@ struct Lower<'a> {
     tma_params: Vec<EntryParam>,
     /// Set when the kernel is warp-specialized and persistent.
     roles: Option<specialize::Roles>,
-    /// Set when a portable kernel runs two teams per block (see [`twins`]).
-    twins: Option<twins::Twins>,
     entry: String,
     layouts: &'a Layouts,
     /// The tensor parameters accessed with 16-byte vectors.
@@ -599,11 +559,6 @@ impl<'a> Lower<'a> {
     /// warp specialization the consumer warps alone (named barrier 1), or
     /// their team's (named barriers 1 and 2).
     fn barrier(&mut self) {
-        if let Some(t) = &self.twins {
-            let line = format!("bar.sync {}, {};", t.barrier, self.func.num_warps * 32);
-            self.emit(line);
-            return;
-        }
         match &self.roles {
             None => self.emit("bar.sync 0;"),
             Some(r) => {
@@ -776,10 +731,6 @@ impl<'a> Lower<'a> {
         let a = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
         self.emit(format!("add.s32 {a}, {a}, {offset};"));
-        if let Some(t) = &self.twins {
-            let line = format!("add.s32 {a}, {a}, {};", t.offset);
-            self.emit(line);
-        }
         if let Some((index, stride)) = index {
             self.emit(format!("mad.lo.s32 {a}, {index}, {stride}, {a};"));
         }
@@ -1106,8 +1057,6 @@ impl<'a> Lower<'a> {
             }
             OpKind::BlockId(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").block.clone()],
             OpKind::NumBlocks(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").grid.clone()],
-            OpKind::BlockId(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").block.clone()],
-            OpKind::NumBlocks(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").grid.clone()],
             OpKind::BlockId(a) => vec![self.special(&format!("%ctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],
