@@ -60,7 +60,7 @@ const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
 
 /// Threads and 32-bit registers an SM holds.
 const SM_THREADS: u32 = 2048;
-const SM_REGISTERS: u32 = 65536;
+pub(super) const SM_REGISTERS: u32 = 65536;
 
 /// Registers a thread holds through a `cp.async` `mma` loop besides its
 /// operands, accumulator and copy addresses: the loop counter, stage
@@ -759,6 +759,20 @@ impl<'a> Lower<'a> {
         let d = self.reg(class);
         self.mov(class, &d, src);
         d
+    }
+
+    /// `term` combined into `acc` by the binary `op` (`add.s32`,
+    /// `and.pred`) into a new register of `class`, or `term` itself when
+    /// `acc` is empty: a sum or conjunction built one term at a time.
+    fn fold(&mut self, acc: Option<String>, term: String, op: &str, class: RegClass) -> String {
+        match acc {
+            None => term,
+            Some(a) => {
+                let d = self.reg(class);
+                self.emit(format!("{op} {d}, {a}, {term};"));
+                d
+            }
+        }
     }
 
     /// The two 16-bit halves of word `w`, low first.

@@ -31,11 +31,11 @@
 //! longer stalls the tensor cores. Each stage is read by one warpgroup,
 //! which hands the last one of its loop back as soon as the loop ends.
 
-use super::Lower;
 use super::cluster::Cluster;
 use super::pipeline::Plan;
 use super::tma::StageBarrier;
 use super::transpose::TRANSPOSER_THREADS;
+use super::{Lower, SM_REGISTERS};
 use crate::error::Result;
 use crate::ir::*;
 use crate::ptx::{EntryParam, RegClass};
@@ -73,11 +73,8 @@ fn consumer_registers(consumers: u32, producer: u32) -> Option<u32> {
 /// short of the hardware's 255.
 fn entry_registers(consumers: u32) -> Option<u32> {
     let threads = consumers + PRODUCER_THREADS;
-    (threads * 255 > REGISTER_FILE).then_some(REGISTER_FILE / threads / 8 * 8)
+    (threads * 255 > SM_REGISTERS).then_some(SM_REGISTERS / threads / 8 * 8)
 }
-
-/// 32-bit registers in an SM's register file.
-const REGISTER_FILE: u32 = 65536;
 
 /// Registers per consumer thread that register tiles may take for two
 /// teams to take turns, of the 232 each thread then has (the rest hold
@@ -557,9 +554,9 @@ mod tests {
             for transposes in [false, true] {
                 let producer = producer_registers(transposes);
                 let n = consumer_registers(consumers, producer).expect("past 255 per thread");
-                let start = REGISTER_FILE / (consumers + PRODUCER_THREADS) / 8 * 8;
+                let start = SM_REGISTERS / (consumers + PRODUCER_THREADS) / 8 * 8;
                 assert!((n - start) * consumers <= (start - producer) * PRODUCER_THREADS);
-                assert!(n * consumers + producer * PRODUCER_THREADS <= REGISTER_FILE);
+                assert!(n * consumers + producer * PRODUCER_THREADS <= SM_REGISTERS);
             }
         }
         // Two consumer warpgroups and a producer that only copies: CUTLASS's 232.

@@ -174,20 +174,6 @@ impl Lower<'_> {
         d
     }
 
-    /// `term` combined into `acc` by the binary `op` (`add.s32`,
-    /// `and.pred`) into a new register of `class`, or `term` itself when
-    /// `acc` is empty: a sum or conjunction built one term at a time.
-    pub(super) fn fold(&mut self, acc: Option<String>, term: String, op: &str, class: RegClass) -> String {
-        match acc {
-            None => term,
-            Some(a) => {
-                let d = self.reg(class);
-                self.emit(format!("{op} {d}, {a}, {term};"));
-                d
-            }
-        }
-    }
-
     /// `reg + k` (or `k`) as a register.
     pub(super) fn plus(&mut self, reg: &Option<String>, k: usize) -> String {
         let d = self.reg(RegClass::B32);
@@ -326,11 +312,7 @@ impl Lower<'_> {
             rows: lb.shape[1 - contiguous],
             row_bytes: lb.shape[contiguous] * eb,
         };
-        let k_dim = match role {
-            Operand::A => 1,
-            Operand::B => 0,
-        };
-        let trans = if k_dim == contiguous { "" } else { ".trans" };
+        let trans = if role.k_dim() == contiguous { "" } else { ".trans" };
         if eb == 4 && !trans.is_empty() {
             return None;
         }
