@@ -13,6 +13,9 @@
 //! on the LM head, which GPT-2 computes that way (its 50257-column output
 //! rows are not 16-byte aligned, but `x` and `w`'s are).
 //! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
+//! `--sm120-blocks` keeps the portable path to the variants whose blocks
+//! fit the 99 KiB of shared memory an sm_120 GPU gives one (no two teams
+//! per block), for comparing the two on one GPU.
 
 mod common;
 
@@ -28,6 +31,20 @@ fn selected(label: &str) -> bool {
     std::env::args()
         .skip(1)
         .all(|a| a.starts_with("--") || label.contains(a.as_str()))
+}
+
+/// Runs `f` on the portable variants (within sm_120's shared memory per
+/// block with `--sm120-blocks`), then returns to the device's own.
+fn on_portable<R>(s: &Stream, f: impl FnOnce() -> R) -> R {
+    let d = s.device();
+    d.use_arch_specific(false);
+    if std::env::args().any(|a| a == "--sm120-blocks") {
+        d.limit_block_shared_bytes(99 * 1024);
+    }
+    let r = f();
+    d.use_arch_specific(true);
+    d.limit_block_shared_bytes(usize::MAX);
+    r
 }
 
 /// Best of our tile shapes, launched by `run`: milliseconds and the tile.
@@ -95,9 +112,7 @@ where
     let mut c = s.zeros::<T>(&[m, n]).unwrap();
     let mut ours = || best_tile::<T>(s, |name| matmul::launch_tile(s, name, &a, &b, &mut c).unwrap());
     let (ms, tile) = ours();
-    s.device().use_arch_specific(false);
-    let (ms_portable, tile_portable) = ours();
-    s.device().use_arch_specific(true);
+    let (ms_portable, tile_portable) = on_portable(s, &mut ours);
     let ms_blas = cublas(s, blas, (&a, &b, false), &mut c, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
@@ -167,9 +182,7 @@ where
         })
     };
     let best = ours();
-    s.device().use_arch_specific(false);
-    let portable = ours();
-    s.device().use_arch_specific(true);
+    let portable = on_portable(s, &mut ours);
     let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, of(1.0), of(0.0));
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(

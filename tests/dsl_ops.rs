@@ -208,13 +208,11 @@ fn transposed_a_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, n
     let Some(d) = d else { return };
     let s = d.stream();
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
-    for arch_specific in [true, false] {
-        d.use_arch_specific(arch_specific);
+    on_every_path(d, || {
         let mut cd = s.upload(&host::<T>(&vec![f64::NAN; m * n], &[m, n])).unwrap();
         transposed_a_matmul::launch::<T, 128, 128, 32>(&s, grid, &ad, &bd, &mut cd).unwrap();
         same(&s, &what, &cd, &want, tol);
-    }
-    d.use_arch_specific(true);
+    });
 }
 
 #[test]

@@ -245,6 +245,22 @@ fn bad_arguments_are_typed_errors_not_launches() {
     assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
     let e = softmax::softmax::launch::<f32, 32>(&s, (1, 70000), &x, &mut y).unwrap_err();
     assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
+    // A device that gives a block less shared memory than any variant of
+    // the tile needs (a 128x128x64 bf16 matmul's stages take 96 KiB, its
+    // scalar variant's epilogue 32 KiB).
+    let d = s.device();
+    d.use_arch_specific(false);
+    d.limit_block_shared_bytes(16 * 1024);
+    let a = s.zeros::<bf16>(&[128, 64]).unwrap();
+    let b = s.zeros::<bf16>(&[64, 128]).unwrap();
+    let mut c = s.zeros::<bf16>(&[128, 128]).unwrap();
+    let e = tile_kernels::matmul::launch_tile(&s, "128x128x64", &a, &b, &mut c).unwrap_err();
+    d.use_arch_specific(true);
+    d.limit_block_shared_bytes(usize::MAX);
+    assert!(
+        matches!(e, tile::Error::SharedMemory { needs, device: 16384, .. } if needs > 16384),
+        "{e}"
+    );
     // Nothing above reached the GPU: the stream is healthy.
     s.synchronize().unwrap();
 }
@@ -352,22 +368,13 @@ const MATMUL_SHAPES: [(usize, usize, usize); 10] = [
     (64, 768, 768),
 ];
 
-/// Runs `f` on the architecture-specific variants (`wgmma` on Hopper), then on the portable ones.
-fn on_both_paths(device: &Device, mut f: impl FnMut()) {
-    for arch_specific in [true, false] {
-        device.use_arch_specific(arch_specific);
-        f();
-    }
-    device.use_arch_specific(true);
-}
-
 #[test]
 fn matmul_on_tensor_cores_matches_cpu_reference() {
     let Some((d, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else {
         return;
     };
     let mut rng = Rng::new(17);
-    on_both_paths(&d, || {
+    on_every_path(&d, || {
         for (m, n, k) in MATMUL_SHAPES {
             matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
             matmul_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
@@ -409,7 +416,7 @@ fn tf32_products_round_their_operands_like_cublas() {
         let bd = s.upload(&host::<f32>(&b, &[k, n])).unwrap();
         let wd = s.upload(&host::<f32>(&w, &[n, k])).unwrap();
         let zero = s.upload(&host::<f32>(&vec![0.0; n], &[n])).unwrap();
-        on_both_paths(&d, || {
+        on_every_path(&d, || {
             let path = format!("{:?}", d.target());
             for tile in matmul::tiles::<f32>() {
                 let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
@@ -429,8 +436,9 @@ fn tf32_products_round_their_operands_like_cublas() {
 }
 
 /// More tiles than the GPU holds blocks at once, so that each block of a
-/// persistent grid (the warp-specialized `wgmma` variants) computes several,
-/// with its pipeline running on from one tile into the next.
+/// persistent grid (the warp-specialized `wgmma` variants, and the portable
+/// ones with two teams per block) computes several, with its pipeline
+/// running on from one tile into the next.
 #[test]
 fn persistent_blocks_cover_every_tile() {
     let Some((d, s)) = gpu("persistent_blocks_cover_every_tile") else {
@@ -439,7 +447,7 @@ fn persistent_blocks_cover_every_tile() {
     let mut rng = Rng::new(19);
     // 17 x 9 tiles of 128x256 (and 33 x 33 of 64x64); K ragged.
     let (m, n, k) = (2100, 2056, 72);
-    on_both_paths(&d, || {
+    on_every_path(&d, || {
         matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
         // tf32 with a row-major b: `b^T a^T`, b read into registers from
         // rows stored interleaved.
@@ -447,6 +455,52 @@ fn persistent_blocks_cover_every_tile() {
         linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
     });
     assert_launched_on_sm90a(&d, &["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"]);
+    // On the portable path, 64x64 tiles over about four rounds of two
+    // teams per block, where a block may have their shared memory.
+    if d.block_shared_bytes() > 2 * SM120_BLOCK_SHARED_BYTES {
+        let launched = d.launched_variants();
+        for entry in ["matmul_bf16_64_64_64_v_twins", "matmul_bf16_64_64_64_v"] {
+            assert!(launched.contains(&entry), "{entry} not among {launched:?}");
+        }
+    }
+}
+
+/// Two teams per block (portable path) take a grid of up to 8 rounds of
+/// tiles; a longer one runs on plain blocks, which were faster there.
+#[test]
+fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
+    let Some((d, s)) = gpu("two_teams_per_block_take_short_grids_and_plain_blocks_long_ones") else {
+        return;
+    };
+    use tile_kernels::matmul;
+    if d.block_shared_bytes() <= 2 * SM120_BLOCK_SHARED_BYTES {
+        return;
+    }
+    d.use_arch_specific(false);
+    let mut rng = Rng::new(41);
+    // 64x64 tiles, one two-team block per SM: 1 round, then 4096 tiles
+    // (over 8 rounds on up to 256 SMs).
+    for (m, n, k, entry) in [
+        (1024, 1000, 24, "matmul_bf16_64_64_64_v_twins"),
+        (4096, 4096, 16, "matmul_bf16_64_64_64_v"),
+    ] {
+        let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
+        let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
+        let mut want = poisoned::<bf16>(&[m, n]);
+        matmul::matmul::cpu::<bf16, 64, 64, 64>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+        let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+        let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
+        let before = d.launched_variants();
+        matmul::launch_tile(&s, "64x64x64", &ad, &bd, &mut cd).unwrap();
+        let what = format!("matmul bf16 {m}x{n}x{k} tile 64x64x64");
+        assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), bf16::TOL);
+        let launched: Vec<&str> = d
+            .launched_variants()
+            .into_iter()
+            .filter(|e| !before.contains(e))
+            .collect();
+        assert_eq!(launched, [entry], "{what}");
+    }
 }
 
 /// Blocks paired in clusters (the `wgmma` variants with f32 operands)
@@ -577,7 +631,7 @@ fn tensor_core_linear_and_batched_match_cpu_reference() {
         return;
     };
     let mut rng = Rng::new(18);
-    on_both_paths(&d, || {
+    on_every_path(&d, || {
         for (m, n, k) in MATMUL_SHAPES {
             linear_tc_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
             linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
@@ -596,14 +650,20 @@ fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
         return;
     };
     let mut rng = Rng::new(23);
-    on_both_paths(&d, || {
+    on_every_path(&d, || {
         for (m, n, k) in [(130, 333, 264), (257, 1001, 72)] {
             linear_tc_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
             linear_tc_case::<f32>(&s, &mut rng, m, n, k, 2e-3);
         }
     });
     let launched = d.launched_variants();
-    let mut expected = vec!["linear_bf16_128_128_64_vs", "linear_f32_128_128_32_vs"];
+    // The bf16 tile's blocks fit two to an SM: off sm_120 they run as two
+    // teams of one block; the f32 tile's eight warps fill an SM alone.
+    let mut expected = vec![
+        "linear_bf16_128_128_64_vs",
+        "linear_bf16_128_128_64_vs_twins",
+        "linear_f32_128_128_32_vs",
+    ];
     if d.target() == tile::Target::Sm90a {
         expected.extend(["linear_bf16_128_128_64_wgmma_s", "linear_f32_128_128_32_wgmma_s"]);
     }

@@ -215,6 +215,27 @@ pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize
     out
 }
 
+/// Shared memory an sm_120 GPU gives one block.
+pub const SM120_BLOCK_SHARED_BYTES: usize = 99 * 1024;
+
+/// Runs `f` on each path a GPU may launch: the architecture-specific
+/// variants (`wgmma` on Hopper), the portable ones (two teams per block
+/// where a block may have their shared memory), and the portable ones an
+/// sm_120 GPU runs, within its 99 KiB per block.
+pub fn on_every_path(device: &tile::Device, mut f: impl FnMut()) {
+    for (arch_specific, block_shared) in [
+        (true, usize::MAX),
+        (false, usize::MAX),
+        (false, SM120_BLOCK_SHARED_BYTES),
+    ] {
+        device.use_arch_specific(arch_specific);
+        device.limit_block_shared_bytes(block_shared);
+        f();
+    }
+    device.use_arch_specific(true);
+    device.limit_block_shared_bytes(usize::MAX);
+}
+
 /// On Hopper (sm_90a), asserts that `device` has launched each of the
 /// variant entries `entries` (the `wgmma` ones a test means to cover).
 pub fn assert_launched_on_sm90a(device: &tile::Device, entries: &[&str]) {

@@ -290,19 +290,29 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 )
             };
             let entry = |kind: &str| format!("{}{}_{kind}", kernel.name, suffix);
-            let (f, layouts) = portable(&tensors);
-            let lowered = lower::lower(&f, &layouts, &tensors, &entry("v"), kernel.num_stages).map_err(in_variant)?;
-            let operands = lowered.pipelined.clone();
-            variants.push(variant(tensors.clone(), entry("v"), lowered, None));
+            // The portable variant for `vectorized`, and where two of its
+            // blocks share an SM one running them as two teams of a
+            // persistent block (see `lower::lower_twins`): the tensors its
+            // `mma` pipelines copy.
+            let mut portable_variants = |vectorized: Vec<usize>, kind: &str| -> Result<Vec<usize>> {
+                let (f, layouts) = portable(&vectorized);
+                let stages = kernel.num_stages;
+                let lowered = lower::lower(&f, &layouts, &vectorized, &entry(kind), stages).map_err(in_variant)?;
+                let operands = lowered.pipelined.clone();
+                variants.push(variant(vectorized.clone(), entry(kind), lowered, None));
+                let twins_entry = entry(&format!("{kind}_twins"));
+                if let Some(twins) =
+                    lower::lower_twins(&f, &layouts, &vectorized, &twins_entry, stages).map_err(in_variant)?
+                {
+                    variants.push(variant(vectorized, twins_entry, twins, None));
+                }
+                Ok(operands)
+            };
+            let operands = portable_variants(tensors.clone(), "v")?;
             if !operands.is_empty() && operands != tensors {
-                let (f, layouts) = portable(&operands);
-                let lowered =
-                    lower::lower(&f, &layouts, &operands, &entry("vs"), kernel.num_stages).map_err(in_variant)?;
-                variants.push(variant(operands, entry("vs"), lowered, None));
+                portable_variants(operands, "vs")?;
             }
-            let (f, layouts) = portable(&[]);
-            let lowered = lower::lower(&f, &layouts, &[], &entry("s"), kernel.num_stages).map_err(in_variant)?;
-            variants.push(variant(Vec::new(), entry("s"), lowered, None));
+            portable_variants(Vec::new(), "s")?;
             let warp_choices = wgmma_warps(&func, kernel.num_warps);
             // Operands read in f32 (tf32): `wgmma` variants whose blocks run
             // in pairs too, which the launch may ask for (see `lower::cluster`).

@@ -201,6 +201,72 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(!ptx(&k, false).contains("cp.async"));
 }
 
+#[test]
+fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
+    let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
+    let variant = |suffix: &str| {
+        k.variants
+            .iter()
+            .find(|v| v.target.is_none() && v.entry.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no variant {suffix}"))
+    };
+    let (plain, v) = (variant("_v"), variant("_v_twins"));
+    assert_eq!((plain.threads, plain.persistent), (128, false));
+    assert!(plain.ptx.contains("bar.sync 0;"));
+    assert_eq!(
+        (v.threads, v.persistent, v.vectorized.clone()),
+        (256, true, plain.vectorized.clone())
+    );
+    assert_eq!(v.dynamic_shared_bytes, 2 * plain.dynamic_shared_bytes);
+    assert!(v.ptx.contains(".minnctapersm 1") && v.ptx.contains(&format!("{}_grid", v.entry)));
+    let lines: Vec<&str> = v.ptx.lines().map(str::trim).collect();
+    let operands = |l: &str| -> Vec<String> {
+        let rest = l.split_once(' ').map_or("", |(_, r)| r).trim_end_matches(';');
+        rest.split(", ").map(str::to_string).collect()
+    };
+    // The team: the thread index over 128, which then counts within it.
+    let team = lines
+        .iter()
+        .find(|l| l.starts_with("shr.u32") && l.ends_with(", 7;"))
+        .map(|l| operands(l)[0].clone())
+        .expect("team index");
+    // Its half of dynamic shared memory, added to every address in it.
+    let half = v.dynamic_shared_bytes / 2;
+    let offset = lines
+        .iter()
+        .find(|l| l.starts_with("mul.lo.u32") && l.ends_with(&format!(", {team}, {half};")))
+        .map(|l| operands(l)[0].clone())
+        .expect("team offset");
+    let bases: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].ends_with("_dyn_smem;")).collect();
+    assert!(!bases.is_empty());
+    for i in bases {
+        let a = operands(lines[i])[0].clone();
+        assert!(
+            lines[i + 1..i + 3].contains(&format!("add.s32 {a}, {a}, {offset};").as_str()),
+            "shared address at line {i} without the team's offset"
+        );
+    }
+    // Team t of block b computes blocks b + t·G, b + (t + 2)·G, ..
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("mad.lo.u32") && l.contains(&format!(", {team}, %r")))
+    );
+    assert!(lines.iter().any(|l| l.starts_with("mad.lo.u32") && l.contains(", 2, ")));
+    // Each team synchronizes on its own named barrier, never the block's.
+    let barriers: Vec<&&str> = lines.iter().filter(|l| l.starts_with("bar.sync")).collect();
+    assert!(
+        !barriers.is_empty()
+            && barriers
+                .iter()
+                .all(|l| l.ends_with(", 128;") && !l.starts_with("bar.sync 0"))
+    );
+    // 128x256x64 takes eight warps whose registers fill an SM: one block
+    // per SM, no two-team variant.
+    let big = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
+    assert!(big.variants.iter().all(|v| !v.entry.contains("twins")));
+}
+
 /// The registers between braces after `marker` on each line that has it.
 fn braced_registers<'a>(ptx: &'a str, marker: &str, group: usize) -> Vec<&'a str> {
     ptx.lines()
@@ -710,6 +776,13 @@ fn num_stages_sets_the_pipeline_depth() {
             .expect("vector variant");
         assert_eq!(v.dynamic_shared_bytes, stages * stage);
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
+        // Two stages leave room for a second block on an SM, so for a
+        // variant that runs two as the teams of one block; five do not.
+        let twins = k.variants.iter().find(|v| v.entry.ends_with("_v_twins"));
+        assert_eq!(
+            twins.map(|t| t.dynamic_shared_bytes),
+            (stages == 2).then_some(2 * stages * stage)
+        );
         // On sm_90a the full and empty mbarriers follow the stages, then
         // the two consumer teams' 32 KiB tiles the accumulator is stored
         // through (past what static shared memory takes).

@@ -2,11 +2,11 @@
 //! module cache (each PTX variant is loaded once per device).
 
 use crate::repitch::Scratch;
-use crate::spec::{KernelSpec, Target, VariantSpec};
+use crate::spec::{KernelSpec, Site, Target, VariantSpec};
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One CUDA device with its primary context.
@@ -19,7 +19,13 @@ pub struct Device {
     arch_specific: AtomicBool,
     /// Streaming multiprocessors.
     sm_count: u32,
+    /// Shared memory one block may have (opting in past 48 KiB).
+    block_shared_bytes: usize,
+    /// A lower bound on that set for testing (see [`Device::limit_block_shared_bytes`]).
+    block_shared_limit: AtomicUsize,
     functions: Mutex<HashMap<usize, Loaded>>,
+    /// The `.entry` names of the variants launched so far.
+    launched: Mutex<BTreeSet<&'static str>>,
 }
 
 /// A variant's loaded function, and how many of its blocks the GPU holds
@@ -28,8 +34,6 @@ pub struct Device {
 pub(crate) struct Loaded {
     pub(crate) function: CudaFunction,
     pub(crate) resident_blocks: u32,
-    /// The variant's `.entry` name.
-    entry: &'static str,
 }
 
 impl std::fmt::Debug for Device {
@@ -73,9 +77,12 @@ impl Device {
         let capability = ctx
             .compute_capability()
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
-        let sm_count = ctx
-            .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
+        let attribute = |a| ctx.attribute(a).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
+        use cudarc::driver::sys::CUdevice_attribute::{
+            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        };
+        let sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let block_shared_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         if capability.0 < 9 {
             return Err(Error::UnsupportedDevice {
                 name,
@@ -89,7 +96,10 @@ impl Device {
             capability,
             arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
             sm_count: sm_count.max(1) as u32,
+            block_shared_bytes: block_shared_bytes.max(0) as usize,
+            block_shared_limit: AtomicUsize::new(usize::MAX),
             functions: Mutex::new(HashMap::new()),
+            launched: Mutex::new(BTreeSet::new()),
         }))
     }
 
@@ -121,6 +131,32 @@ impl Device {
         self.arch_specific.store(on, Ordering::Relaxed);
     }
 
+    /// Shared memory one block may have on this device (sm_90: 227 KiB;
+    /// sm_120: 99 KiB), or less under [`Device::limit_block_shared_bytes`]:
+    /// variants that need more are not launched here.
+    pub fn block_shared_bytes(&self) -> usize {
+        self.block_shared_bytes
+            .min(self.block_shared_limit.load(Ordering::Relaxed))
+    }
+
+    /// Launches only variants whose blocks need at most `bytes` of shared
+    /// memory, as a GPU that gives a block less would (`usize::MAX`: the
+    /// device's own limit again); for testing, on one GPU, what another
+    /// runs (the portable variants sm_120 runs, with its 99 KiB).
+    pub fn limit_block_shared_bytes(&self, bytes: usize) {
+        self.block_shared_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Where a launch on this device runs (see [`Site`]), with or without
+    /// blocks in pairs.
+    pub(crate) fn site(&self, pairs: bool) -> Site {
+        Site {
+            target: self.target(),
+            pairs,
+            block_shared_bytes: self.block_shared_bytes(),
+        }
+    }
+
     pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
@@ -144,14 +180,17 @@ impl Device {
         })
     }
 
-    /// The `.entry` names of the variants launched on this device so far
-    /// (each loaded once), sorted: which of a kernel's variants the
-    /// arguments' alignment and the target chose.
+    /// The `.entry` names of the variants launched on this device so far,
+    /// sorted: which of a kernel's variants the arguments' alignment, the
+    /// target and the grid chose.
     pub fn launched_variants(&self) -> Vec<&'static str> {
-        let cache = self.functions.lock().expect("module cache lock");
-        let mut entries: Vec<&'static str> = cache.values().map(|l| l.entry).collect();
-        entries.sort_unstable();
-        entries
+        let launched = self.launched.lock().expect("launched variants lock");
+        launched.iter().copied().collect()
+    }
+
+    /// Notes that `v` was launched (see [`Device::launched_variants`]).
+    pub(crate) fn note_launch(&self, v: &'static VariantSpec) {
+        self.launched.lock().expect("launched variants lock").insert(v.entry);
     }
 
     /// The loaded function for a variant, loading its module on first use.
@@ -199,7 +238,6 @@ impl Device {
         let loaded = Loaded {
             function: f,
             resident_blocks,
-            entry: v.entry,
         };
         cache.insert(key, loaded.clone());
         Ok(loaded)

@@ -34,6 +34,13 @@ pub enum Error {
     Grid { kernel: &'static str, reason: String },
     /// Const values that no compiled variant has.
     NotBuilt { kernel: &'static str, consts: Vec<i64> },
+    /// The variant the arguments need takes more shared memory per block
+    /// than the device gives one.
+    SharedMemory {
+        kernel: &'static str,
+        needs: usize,
+        device: usize,
+    },
     /// A tensor that lives in another CUDA context than the stream.
     WrongContext { kernel: &'static str, param: &'static str },
 }
@@ -79,6 +86,10 @@ impl fmt::Display for Error {
             Error::NotBuilt { kernel, consts } => write!(
                 f,
                 "{kernel} was not built for const values {consts:?} with these element types: add them to its #[tile::kernel(..)] lists, or take the combination out of its `skip`"
+            ),
+            Error::SharedMemory { kernel, needs, device } => write!(
+                f,
+                "{kernel}: the variant these arguments take needs {needs} bytes of shared memory per block, and this device gives a block {device}: use smaller tiles or fewer pipeline stages (`num_stages`)"
             ),
             Error::WrongContext { kernel, param } => write!(
                 f,

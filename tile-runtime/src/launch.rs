@@ -7,12 +7,17 @@
 use crate::device::Stream;
 use crate::grid::Grid;
 use crate::repitch::{Rows, Source};
-use crate::spec::{KernelSpec, ParamSpec};
+use crate::spec::{KernelSpec, ParamSpec, Site, Target};
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
 use crate::{Element, Error, Result, Tensor};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
+
+/// The most rounds of tiles (each block's two teams taking one tile each)
+/// a grid may need for two teams per block to run: measured faster up to
+/// 4.4 rounds (8192x768x2304, 16-bit), even at 5.8, slower at 95.
+const MAX_TWO_TEAM_ROUNDS: u64 = 8;
 
 /// One argument of a launch, in the kernel's parameter order.
 pub enum Arg<'a> {
@@ -202,10 +207,25 @@ pub fn launch(
                 .is_some_and(|t| allows_vectors(t.dtype, &t.shape, &t.strides, t.ptr))
         })
         .collect();
-    let target = stream.device().target();
-    let mut variant = kernel
-        .variant_for(types, consts, &aligned, (target, grid.pairs))
-        .ok_or_else(not_built)?;
+    let site = stream.device().site(grid.pairs);
+    let mut variant = match kernel.variant_for(types, consts, &aligned, site) {
+        Some(v) => v,
+        None => {
+            // Built, but too large for this device's blocks?
+            let anywhere = Site {
+                block_shared_bytes: usize::MAX,
+                ..site
+            };
+            return Err(match kernel.variant_for(types, consts, &aligned, anywhere) {
+                Some(v) => Error::SharedMemory {
+                    kernel: kernel.name,
+                    needs: v.block_shared_bytes(),
+                    device: site.block_shared_bytes,
+                },
+                None => not_built(),
+            });
+        }
+    };
     // Read-only operands whose rows TMA cannot read where they are: copied
     // into rows it can, when that lets a variant read them through TMA.
     let copyable: Vec<bool> = read_only
@@ -214,7 +234,7 @@ pub fn launch(
         .map(|(&r, t)| r && t.as_ref().is_some_and(|t| Rows::of(&t.shape, &t.strides).is_some()))
         .collect();
     let mut scratch = None;
-    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), (target, grid.pairs)) {
+    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), site) {
         if v.vectorized.len() > variant.vectorized.len() {
             let sources: Vec<Source> = copies
                 .iter()
@@ -262,11 +282,27 @@ pub fn launch(
     let maps = match maps {
         Some(maps) => maps,
         None => {
-            variant = kernel.variant(types, consts, &aligned).ok_or_else(not_built)?;
+            let portable = Site {
+                target: Target::Sm90,
+                ..site
+            };
+            variant = kernel
+                .variant_for(types, consts, &aligned, portable)
+                .ok_or_else(not_built)?;
             Vec::new()
         }
     };
-    let loaded = stream.device().function(kernel, variant)?;
+    let mut loaded = stream.device().function(kernel, variant)?;
+    if let Some(plain) = kernel.single_team(variant) {
+        // Two teams per block gain where the last round of tiles is a large
+        // part of the work, and lose on long grids (H100, bf16 LM head as
+        // `x @ w^T`: 95 rounds, 7% slower; BENCHMARKS.md): plain blocks there.
+        let rounds = (grid.x as u64 * grid.y as u64 * grid.z as u64).div_ceil(2 * loaded.resident_blocks as u64);
+        if rounds > MAX_TWO_TEAM_ROUNDS {
+            variant = plain;
+            loaded = stream.device().function(kernel, variant)?;
+        }
+    }
     let mut builder = cuda.launch_builder(&loaded.function);
     for r in &raws {
         match r {
@@ -298,6 +334,7 @@ pub fn launch(
     // the same spec), every tensor was checked to be addressable with 32-bit
     // offsets, and the kernel bounds-checks every access against the shapes.
     unsafe { builder.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+    stream.device().note_launch(variant);
     drop((guards, scratch));
     Ok(())
 }

@@ -31,7 +31,7 @@ pub use error::{Error, Result};
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use launch::{Arg, check_cpu_args, launch};
-pub use spec::{KernelRef, KernelSpec, ParamSpec, Target, TensorMapSpec, VariantSpec, registered_kernels};
+pub use spec::{KernelRef, KernelSpec, ParamSpec, Site, Target, TensorMapSpec, VariantSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
 
 pub use inventory;

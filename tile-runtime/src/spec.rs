@@ -81,9 +81,10 @@ pub struct VariantSpec {
     /// whose rows are not 16 bytes apart may be copied into rows that are
     /// (see `launch`).
     pub tma_only: &'static [usize],
-    /// Warp-specialized on a persistent grid: the launcher starts at most
-    /// as many blocks along x as fit on the GPU at once and passes the
-    /// requested count last; each block loops over its share.
+    /// On a persistent grid (warp-specialized on sm_90a; portable: two
+    /// teams per block): the launcher starts at most as many blocks along x
+    /// as fit on the GPU at once and passes the requested count last; each
+    /// block loops over its share.
     pub persistent: bool,
     /// Blocks per cluster along x (1: none): the entry requires clusters of
     /// that many blocks (`.reqnctapercluster`), so the launcher starts a
@@ -91,6 +92,23 @@ pub struct VariantSpec {
     pub cluster: u32,
     /// The `.entry` text, without the module header (see [`Target::module`]).
     pub ptx: &'static str,
+}
+
+impl VariantSpec {
+    /// Shared memory a block takes, static and dynamic.
+    pub fn block_shared_bytes(&self) -> usize {
+        self.shared_bytes + self.dynamic_shared_bytes
+    }
+}
+
+/// What a launch may run: the device's target, whether the grid asks for
+/// blocks in pairs (see [`crate::Grid::in_pairs`]), and the shared memory
+/// the device gives one block (a variant that needs more is passed over).
+#[derive(Clone, Copy, Debug)]
+pub struct Site {
+    pub target: Target,
+    pub pairs: bool,
+    pub block_shared_bytes: usize,
 }
 
 /// Everything generated for one `#[tile::kernel]`.
@@ -108,59 +126,83 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// The best variant made for `target` (`None`: portable) for these type
-    /// and const values whose vector-accessed tensors are all among those
-    /// `aligned` allows (indexed by parameter): the one with the most; of
-    /// those, with `pairs`, one whose blocks run in pairs (clusters), if any.
+    /// This specialization's variants made for `target` (`None`: portable)
+    /// that `site` can run: paired ones only where it asks for pairs, and
+    /// none that needs more shared memory than a block gets there.
+    fn runnable(
+        &self,
+        types: &[DType],
+        consts: &[i64],
+        target: Option<Target>,
+        site: Site,
+    ) -> impl Iterator<Item = &'static VariantSpec> {
+        self.variants
+            .iter()
+            .filter(move |v| v.types == types && v.consts == consts && v.target == target)
+            .filter(move |v| v.cluster == 1 || site.pairs)
+            .filter(move |v| v.block_shared_bytes() <= site.block_shared_bytes)
+    }
+
+    /// The best variant made for `target` (`None`: portable) that `site`
+    /// can run for these type and const values whose vector-accessed
+    /// tensors are all among those `aligned` allows (indexed by parameter):
+    /// the one with the most; of those, one whose blocks run in pairs
+    /// (clusters), if any; then a persistent one (portable: two teams per
+    /// block), if any.
     fn best(
         &self,
         types: &[DType],
         consts: &[i64],
         aligned: &[bool],
-        (target, pairs): (Option<Target>, bool),
+        (target, site): (Option<Target>, Site),
     ) -> Option<&'static VariantSpec> {
-        self.variants
-            .iter()
-            .filter(|v| v.types == types && v.consts == consts && v.target == target)
-            .filter(|v| v.cluster == 1 || pairs)
+        self.runnable(types, consts, target, site)
             .filter(|v| v.vectorized.iter().all(|&p| aligned.get(p) == Some(&true)))
-            .max_by_key(|v| (v.vectorized.len(), v.cluster))
+            .max_by_key(|v| (v.vectorized.len(), v.cluster, v.persistent))
     }
 
     /// The portable variant for these type and const values that the
-    /// arguments' alignment allows (see [`KernelSpec::variant_for`]).
+    /// arguments' alignment allows on a GPU that gives a block all the
+    /// shared memory it asks for (see [`KernelSpec::variant_for`]).
     pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static VariantSpec> {
-        self.best(types, consts, aligned, (None, false))
+        let anywhere = Site {
+            target: Target::Sm90,
+            pairs: false,
+            block_shared_bytes: usize::MAX,
+        };
+        self.best(types, consts, aligned, (None, anywhere))
     }
 
-    /// The variant to run on `target`: one made for that target where there
+    /// The variant to run at `site`: one made for its target where there
     /// is one (sm_90a: `wgmma` + TMA), else a portable one; of those, the
     /// one with the most tensors accessed with vectors among those whose
-    /// arguments allow it (`aligned[p]` for parameter `p`), and with `pairs`
-    /// (see [`crate::Grid::in_pairs`]) one whose blocks run in pairs if there is one.
+    /// arguments allow it (`aligned[p]` for parameter `p`), then one whose
+    /// blocks run in pairs if the site asks for them (see
+    /// [`crate::Grid::in_pairs`]), then a persistent one; never one that
+    /// needs more shared memory than a block gets at `site`.
     pub fn variant_for(
         &self,
         types: &[DType],
         consts: &[i64],
         aligned: &[bool],
-        (target, pairs): (Target, bool),
+        site: Site,
     ) -> Option<&'static VariantSpec> {
-        self.best(types, consts, aligned, (Some(target), pairs))
-            .or_else(|| self.variant(types, consts, aligned))
+        self.best(types, consts, aligned, (Some(site.target), site))
+            .or_else(|| self.best(types, consts, aligned, (None, site)))
     }
 
-    /// A variant made for `target` that reads through TMA alone some of the
-    /// tensors `copyable` marks (read-only, rows evenly spaced, but not 16
-    /// bytes apart), which the launcher then copies into rows that are (see
-    /// `repitch`): of those whose other vector-accessed tensors `aligned`
-    /// allows, the one with the most (and with `pairs` paired, as
-    /// [`KernelSpec::variant_for`]). With the parameters to copy.
+    /// A variant made for the site's target that reads through TMA alone
+    /// some of the tensors `copyable` marks (read-only, rows evenly spaced,
+    /// but not 16 bytes apart), which the launcher then copies into rows
+    /// that are (see `repitch`): of those whose other vector-accessed
+    /// tensors `aligned` allows, the one with the most (and as
+    /// [`KernelSpec::variant_for`] for the rest). With the parameters to copy.
     pub fn variant_copying(
         &self,
         types: &[DType],
         consts: &[i64],
         (aligned, copyable): (&[bool], &[bool]),
-        (target, pairs): (Target, bool),
+        site: Site,
     ) -> Option<(&'static VariantSpec, Vec<usize>)> {
         let copied = |v: &VariantSpec| -> Option<Vec<usize>> {
             let mut copies = Vec::new();
@@ -173,12 +215,25 @@ impl KernelSpec {
             }
             (!copies.is_empty()).then_some(copies)
         };
-        self.variants
-            .iter()
-            .filter(|v| v.types == types && v.consts == consts && v.target == Some(target))
-            .filter(|v| v.cluster == 1 || pairs)
+        self.runnable(types, consts, Some(site.target), site)
             .filter_map(|v| Some((v, copied(v)?)))
-            .max_by_key(|(v, _)| (v.vectorized.len(), v.cluster))
+            .max_by_key(|(v, _)| (v.vectorized.len(), v.cluster, v.persistent))
+    }
+
+    /// For a portable variant that runs two teams per block, the plain
+    /// variant it was made from: same types, consts and vector accesses,
+    /// one team per block.
+    pub fn single_team(&self, v: &VariantSpec) -> Option<&'static VariantSpec> {
+        if v.target.is_some() || !v.persistent {
+            return None;
+        }
+        self.variants.iter().find(|p| {
+            p.types == v.types
+                && p.consts == v.consts
+                && p.target.is_none()
+                && p.vectorized == v.vectorized
+                && !p.persistent
+        })
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
@@ -208,6 +263,9 @@ impl KernelSpec {
         }
         if v.cluster > 1 {
             parts.push("in pairs".to_string());
+        }
+        if v.persistent && v.target.is_none() {
+            parts.push("two teams".to_string());
         }
         format!("{}[{}]", self.name, parts.join(", "))
     }
@@ -305,6 +363,20 @@ mod tests {
         }
     }
 
+    /// A portable variant whose blocks need `kib` KiB of shared memory,
+    /// and with `twins` one running two of them as the teams of one
+    /// persistent block.
+    const fn portable(entry: &'static str, vectorized: &'static [usize], kib: usize, twins: bool) -> VariantSpec {
+        let plain = variant(entry, vectorized, None);
+        let teams = if twins { 2 } else { 1 };
+        VariantSpec {
+            threads: teams * 128,
+            dynamic_shared_bytes: teams as usize * kib * 1024,
+            persistent: twins,
+            ..plain
+        }
+    }
+
     static MATMUL: KernelSpec = KernelSpec {
         name: "matmul",
         module_path: "tests",
@@ -335,12 +407,14 @@ mod tests {
         types: &["T"],
         consts: &[],
         variants: &[
-            variant("v", &[0, 1, 3], None),
-            variant("vs", &[0, 1], None),
-            variant("s", &[], None),
+            portable("v", &[0, 1, 3], 96, false),
+            portable("vs", &[0, 1], 96, false),
+            portable("s", &[], 64, false),
             variant("wgmma", &[0, 1, 3], Some(Target::Sm90a)),
             variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
             paired("wgmma_pairs", &[0, 1, 3], Some(Target::Sm90a), 2),
+            portable("v_twins", &[0, 1, 3], 96, true),
+            portable("s_twins", &[], 64, true),
         ],
     };
 
@@ -348,7 +422,7 @@ mod tests {
     fn operands_read_through_tma_alone_may_be_copied_into_aligned_rows() {
         let copying = |aligned: [bool; 4], copyable: [bool; 4], target| {
             MATMUL
-                .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), (target, false))
+                .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), site(target, false))
                 .map(|(v, copies)| (v.entry, copies))
         };
         // An LM head in `matmul` form: b's rows, and c's, not 16 bytes apart.
@@ -373,15 +447,64 @@ mod tests {
         );
     }
 
+    /// A Hopper's site: 227 KiB of shared memory per block.
+    fn site(target: Target, pairs: bool) -> Site {
+        Site {
+            target,
+            pairs,
+            block_shared_bytes: 227 * 1024,
+        }
+    }
+
     fn chosen(aligned: [bool; 4], target: Target) -> &'static str {
-        chosen_in(aligned, (target, false))
+        chosen_at(aligned, site(target, false))
     }
 
     fn chosen_in(aligned: [bool; 4], (target, pairs): (Target, bool)) -> &'static str {
+        chosen_at(aligned, site(target, pairs))
+    }
+
+    fn chosen_at(aligned: [bool; 4], site: Site) -> &'static str {
         MATMUL
-            .variant_for(&[DType::BF16], &[], &aligned, (target, pairs))
+            .variant_for(&[DType::BF16], &[], &aligned, site)
             .expect("a variant")
             .entry
+    }
+
+    #[test]
+    fn two_teams_per_block_run_where_a_block_may_have_their_shared_memory() {
+        let all = [true, true, false, true];
+        assert_eq!(chosen(all, Target::Sm90), "v_twins");
+        assert_eq!(chosen([false, false, false, false], Target::Sm90), "s_twins");
+        // No two-team variant for these arguments: the plain one.
+        assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
+        // sm_120 gives a block 99 KiB: the plain variants, which fit.
+        let sm120 = Site {
+            block_shared_bytes: 99 * 1024,
+            ..site(Target::Sm90, false)
+        };
+        assert_eq!(chosen_at(all, sm120), "v");
+        assert_eq!(chosen_at([false, false, false, false], sm120), "s");
+        // A block of 64 KiB: only the scalar variant fits.
+        let small = Site {
+            block_shared_bytes: 64 * 1024,
+            ..sm120
+        };
+        assert_eq!(chosen_at(all, small), "s");
+        let none = Site {
+            block_shared_bytes: 32 * 1024,
+            ..sm120
+        };
+        assert!(MATMUL.variant_for(&[DType::BF16], &[], &all, none).is_none());
+        assert_eq!(
+            MATMUL.describe(&MATMUL.variants[6]),
+            "matmul[T=bf16, vectorized, two teams]"
+        );
+        // Each two-team variant's plain one, for grids too long for teams.
+        let v = &MATMUL.variants;
+        assert_eq!(MATMUL.single_team(&v[6]).map(|p| p.entry), Some("v"));
+        assert_eq!(MATMUL.single_team(&v[7]).map(|p| p.entry), Some("s"));
+        assert!(MATMUL.single_team(&v[0]).is_none() && MATMUL.single_team(&v[3]).is_none());
     }
 
     #[test]
@@ -391,7 +514,7 @@ mod tests {
         assert_eq!(chosen_in(all, (Target::Sm90a, false)), "wgmma");
         // None with the arguments' alignment: the unpaired one that allows it.
         assert_eq!(chosen_in([true, true, false, false], (Target::Sm90a, true)), "wgmma_s");
-        assert_eq!(chosen_in(all, (Target::Sm90, true)), "v");
+        assert_eq!(chosen_in(all, (Target::Sm90, true)), "v_twins");
         assert_eq!(
             MATMUL.describe(&MATMUL.variants[5]),
             "matmul[T=bf16, vectorized, sm_90a, in pairs]"
@@ -403,10 +526,10 @@ mod tests {
         assert_eq!(chosen([true, true, false, true], Target::Sm90a), "wgmma");
         // An output with rows that are not 16-byte aligned: TMA still copies the operands.
         assert_eq!(chosen([true, true, false, false], Target::Sm90a), "wgmma_s");
-        assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s");
-        assert_eq!(chosen([true, true, false, true], Target::Sm90), "v");
+        assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s_twins");
+        assert_eq!(chosen([true, true, false, true], Target::Sm90), "v_twins");
         assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
-        assert_eq!(chosen([true, false, false, true], Target::Sm90), "s");
+        assert_eq!(chosen([true, false, false, true], Target::Sm90), "s_twins");
         let v = &MATMUL.variants;
         assert_eq!(MATMUL.describe(&v[0]), "matmul[T=bf16, vectorized]");
         assert_eq!(MATMUL.describe(&v[1]), "matmul[T=bf16, vectorized a b]");

@@ -23,6 +23,7 @@ mod tensor_core;
 mod tma;
 mod tma_store;
 mod transpose;
+mod twins;
 mod wgmma;
 
 pub use cluster::CLUSTER_BLOCKS;
@@ -101,7 +102,7 @@ pub struct Lowered {
     pub threads: u32,
     /// Tensor maps to pass after the regular parameters (TMA copies).
     pub tensor_maps: Vec<TensorMap>,
-    /// A persistent grid (see `lower/specialize.rs`): the launcher starts only
+    /// A persistent grid (see `lower/specialize.rs`, `lower/twins.rs`): the launcher starts only
     /// the blocks that fit on the GPU at once and passes the block count
     /// it was asked for as the last parameter.
     pub persistent: bool,
@@ -132,17 +133,29 @@ pub fn lower(
     entry_name: &str,
     num_stages: Option<u32>,
 ) -> Result<Lowered> {
-    let how = Lowering {
-        path: MmaPath::Portable,
-        num_stages,
-        scratch_offset: None,
-        scratch_on_stages: false,
-        stage_budget: None,
-        ping_pong: false,
-        pairs: false,
-        team_scratch: None,
-    };
+    let how = Lowering::new(MmaPath::Portable, num_stages);
     lower_with(func, layouts, vectorized, entry_name, how).map(|(lowered, _)| lowered)
+}
+
+/// Lowers one specialization (as [`lower`]) to run as two teams of one
+/// block on a persistent grid (see `lower/twins.rs`): `None` unless two
+/// of [`lower`]'s blocks would share an SM, its threads could keep 255
+/// registers each in a block of twice as many, and the doubled block's
+/// shared memory fits in one. The runtime launches it where the device
+/// gives a block that much shared memory, and [`lower`]'s elsewhere.
+pub fn lower_twins(
+    func: &Func,
+    layouts: &Layouts,
+    vectorized: &[usize],
+    entry_name: &str,
+    num_stages: Option<u32>,
+) -> Result<Option<Lowered>> {
+    let how = Lowering {
+        twins: Twinning::IfTheyFit,
+        ..Lowering::new(MmaPath::Portable, num_stages)
+    };
+    let (lowered, report) = lower_with(func, layouts, vectorized, entry_name, how)?;
+    Ok(report.twins.then_some(lowered))
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
@@ -159,14 +172,9 @@ pub fn lower_wgmma(
     (num_stages, pairs): (Option<u32>, bool),
 ) -> Result<Option<Lowered>> {
     let how = Lowering {
-        path: MmaPath::Wgmma,
-        num_stages,
-        scratch_offset: None,
-        scratch_on_stages: false,
-        stage_budget: None,
         ping_pong: true,
         pairs,
-        team_scratch: None,
+        ..Lowering::new(MmaPath::Wgmma, num_stages)
     };
     let (lowered, l) = lower_with(func, layouts, vectorized, entry_name, how)?;
     Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
@@ -181,7 +189,8 @@ pub fn lower_wgmma(
 /// bytes of each team's scratch area (`None`: not known yet). With
 /// `scratch_on_stages`, the scratch area takes the pipeline stages' place
 /// (at offset 0 of dynamic shared memory), which is free once every loop
-/// that uses them is over.
+/// that uses them is over. `twins` says whether the portable path runs
+/// two teams per block (see [`twins`]).
 #[derive(Clone, Copy)]
 struct Lowering {
     path: MmaPath,
@@ -192,12 +201,43 @@ struct Lowering {
     ping_pong: bool,
     pairs: bool,
     team_scratch: Option<usize>,
+    twins: Twinning,
 }
 
-/// What the `wgmma` path found.
-struct WgmmaReport {
+impl Lowering {
+    /// The first lowering on `path`: scratch in static shared memory,
+    /// default stages, one team per block, no pairs.
+    fn new(path: MmaPath, num_stages: Option<u32>) -> Lowering {
+        Lowering {
+            path,
+            num_stages,
+            scratch_offset: None,
+            scratch_on_stages: false,
+            stage_budget: None,
+            ping_pong: false,
+            pairs: false,
+            team_scratch: None,
+            twins: Twinning::No,
+        }
+    }
+}
+
+/// Whether a portable kernel runs as two teams per block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Twinning {
+    No,
+    /// Where two blocks fit on an SM: lower again as [`Twinning::Teams`].
+    IfTheyFit,
+    /// Two teams, each with this many bytes of dynamic shared memory.
+    Teams(usize),
+}
+
+/// What the lowering found: why the `wgmma` path could not be taken and
+/// how many `mma`s took it, and whether the kernel runs as two teams.
+struct Report {
     no_wgmma: Option<wgmma::Unsupported>,
     wgmma_count: usize,
+    twins: bool,
 }
 
 fn lower_with(
@@ -206,7 +246,7 @@ fn lower_with(
     vectorized: &[usize],
     entry_name: &str,
     how: Lowering,
-) -> Result<(Lowered, WgmmaReport)> {
+) -> Result<(Lowered, Report)> {
     let Lowering {
         path,
         num_stages,
@@ -216,6 +256,7 @@ fn lower_with(
         ping_pong,
         pairs,
         team_scratch,
+        twins,
     } = how;
     let mut l = Lower {
         scratch_offset,
@@ -232,6 +273,7 @@ fn lower_with(
         tensor_maps: Vec::new(),
         tma_params: Vec::new(),
         roles: None,
+        twins: None,
         func,
         entry: entry_name.to_string(),
         layouts,
@@ -266,7 +308,11 @@ fn lower_with(
     l.find_consts(&func.body);
     l.find_operands(&func.body);
     let mut params = l.params(entry_name);
-    let persistent = path == MmaPath::Wgmma && l.specialize(&func.body)?;
+    if let Twinning::Teams(team_bytes) = twins {
+        l.twins_prologue(team_bytes);
+        l.twins_body(&func.body)?;
+    }
+    let persistent = l.twins.is_some() || (path == MmaPath::Wgmma && l.specialize(&func.body)?);
     if !persistent {
         l.ops(&func.body)?;
     }
@@ -345,6 +391,13 @@ fn lower_with(
         .roles
         .as_ref()
         .and_then(|r| r.cluster.is_some().then_some(CLUSTER_BLOCKS));
+    let (dynamic_bytes, threads) = match (twins, &l.twins) {
+        (Twinning::Teams(team_bytes), Some(t)) => {
+            params.push(t.grid_param.clone());
+            (2 * team_bytes, 2 * threads)
+        }
+        _ => (dynamic_bytes, threads),
+    };
     let min_blocks = (l.roles.is_none() && !l.pipelined.is_empty()).then(|| {
         blocks_per_sm(
             static_bytes + dynamic_bytes,
@@ -352,6 +405,24 @@ fn lower_with(
             l.mma_live_registers + l.copy_registers,
         )
     });
+    let team_bytes = dynamic_bytes.next_multiple_of(SCRATCH_ALIGN);
+    if twins == Twinning::IfTheyFit
+        && min_blocks.is_some_and(|b| b >= 2)
+        && 2 * threads * 255 <= SM_REGISTERS
+        && static_bytes == 0
+        && 2 * team_bytes <= MAX_BLOCK_SHARED_BYTES
+    {
+        // Two blocks fit on an SM: run them as the two teams of one block
+        // on a persistent grid instead, lowered again with each team's half.
+        // Not when a thread of the doubled block would have fewer than 255
+        // registers: at 128 (256-thread teams) the loop's own registers
+        // spilled the f32 128x128 tiles.
+        let how = Lowering {
+            twins: Twinning::Teams(team_bytes),
+            ..how
+        };
+        return lower_with(func, layouts, vectorized, entry_name, how);
+    }
     let launch = ptx::LaunchShape {
         threads,
         max_registers: l.roles.as_ref().and_then(|r| r.entry_registers),
@@ -389,9 +460,10 @@ fn lower_with(
                 .into_iter()
                 .collect(),
         },
-        WgmmaReport {
+        Report {
             no_wgmma: l.no_wgmma,
             wgmma_count: l.wgmma_count,
+            twins: l.twins.is_some(),
         },
     ))
 }
@@ -426,6 +498,8 @@ struct Lower<'a> {
     tma_params: Vec<EntryParam>,
     /// Set when the kernel is warp-specialized and persistent.
     roles: Option<specialize::Roles>,
+    /// Set when a portable kernel runs two teams per block (see [`twins`]).
+    twins: Option<twins::Twins>,
     entry: String,
     layouts: &'a Layouts,
     /// The tensor parameters accessed with 16-byte vectors.
@@ -559,6 +633,11 @@ impl<'a> Lower<'a> {
     /// warp specialization the consumer warps alone (named barrier 1), or
     /// their team's (named barriers 1 and 2).
     fn barrier(&mut self) {
+        if let Some(t) = &self.twins {
+            let line = format!("bar.sync {}, {};", t.barrier, self.func.num_warps * 32);
+            self.emit(line);
+            return;
+        }
         match &self.roles {
             None => self.emit("bar.sync 0;"),
             Some(r) => {
@@ -731,6 +810,10 @@ impl<'a> Lower<'a> {
         let a = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
         self.emit(format!("add.s32 {a}, {a}, {offset};"));
+        if let Some(t) = &self.twins {
+            let line = format!("add.s32 {a}, {a}, {};", t.offset);
+            self.emit(line);
+        }
         if let Some((index, stride)) = index {
             self.emit(format!("mad.lo.s32 {a}, {index}, {stride}, {a};"));
         }
@@ -1071,6 +1154,8 @@ impl<'a> Lower<'a> {
             }
             OpKind::BlockId(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").block.clone()],
             OpKind::NumBlocks(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").grid.clone()],
+            OpKind::BlockId(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").block.clone()],
+            OpKind::NumBlocks(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").grid.clone()],
             OpKind::BlockId(a) => vec![self.special(&format!("%ctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],

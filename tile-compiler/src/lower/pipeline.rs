@@ -597,7 +597,7 @@ impl Lower<'_> {
                 // The copies wrote through the generic proxy; `wgmma` reads through the async one.
                 self.emit("fence.proxy.async.shared::cta;");
             }
-            self.emit("bar.sync 0;");
+            self.barrier();
             self.issue_copies(plan, &plan.write_stage.clone());
         }
         let base = self.stage_base(plan, &plan.read_stage.clone());
@@ -656,6 +656,6 @@ impl Lower<'_> {
             return;
         }
         self.emit("cp.async.wait_group 0;");
-        self.emit("bar.sync 0;");
+        self.barrier();
     }
 }

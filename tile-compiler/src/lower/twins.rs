@@ -1,0 +1,91 @@
+//! Two teams per block on a persistent grid (the portable `mma.sync` path).
+//!
+//! A portable `mma` kernel whose registers and shared memory let two blocks
+//! share an SM has a second variant that runs as one block of twice the
+//! threads instead (`lower_twins`): two teams, each the kernel's warps,
+//! with their own half of dynamic shared memory and their own named
+//! barrier. The grid is persistent (the launcher starts
+//! only the blocks that fit at once and passes the block count it was asked
+//! for), and team `t` of block `b` computes blocks `b + t·G`,
+//! `b + (t + 2)·G`, .. of the `G` launched: each round gives every block's
+//! first team a tile before any second team gets one. So a last round that
+//! does not fill the GPU runs one tile to an SM. With plain blocks the
+//! hardware started the last ones two to an SM on half the SMs
+//! (BENCHMARKS.md: 8192×3072×768 bf16 at 1.45 waves, the last 120 of 384
+//! tiles on 60 of 132 SMs by ncu's active cycles). The doubled block needs
+//! twice the shared memory, more than some GPUs give one block (sm_120:
+//! 99 KiB), so the runtime keeps the plain variant for those.
+
+use super::Lower;
+use crate::error::Result;
+use crate::ir::Op;
+use crate::ptx::{EntryParam, RegClass};
+
+/// Named barriers of the two teams (0 stays the block's).
+const TEAM_BARRIER: u32 = 1;
+
+/// The registers of a two-team block.
+pub(super) struct Twins {
+    /// This thread's team's named barrier.
+    pub(super) barrier: String,
+    /// Where its team's half of dynamic shared memory starts.
+    pub(super) offset: String,
+    /// The block this team computes now (`block_id(0)`).
+    pub(super) block: String,
+    /// The block count the launch asked for (`num_blocks(0)`).
+    pub(super) grid: String,
+    pub(super) grid_param: EntryParam,
+}
+
+impl Lower<'_> {
+    /// Splits the block into two teams of the kernel's warps, each owning
+    /// `team_bytes` of dynamic shared memory; `tid` becomes the thread's
+    /// index in its team.
+    pub(super) fn twins_prologue(&mut self, team_bytes: usize) {
+        let threads = self.func.num_warps * 32;
+        let grid_param = EntryParam {
+            name: format!("{}_grid", self.entry),
+            ty: "u32",
+        };
+        let [team, barrier, offset, block, grid] = [(); 5].map(|_| self.reg(RegClass::B32));
+        let tid = self.tid.clone();
+        let (ctaid, nctaid) = (self.special("%ctaid.x"), self.special("%nctaid.x"));
+        for line in [
+            format!("ld.param.u32 {grid}, [{}];", grid_param.name),
+            format!("shr.u32 {team}, {tid}, {};", threads.trailing_zeros()),
+            format!("and.b32 {tid}, {tid}, {};", threads - 1),
+            format!("add.s32 {barrier}, {team}, {TEAM_BARRIER};"),
+            format!("mul.lo.u32 {offset}, {team}, {team_bytes};"),
+            format!("mad.lo.u32 {block}, {team}, {nctaid}, {ctaid};"),
+        ] {
+            self.prologue.push(line);
+        }
+        self.twins = Some(Twins {
+            barrier,
+            offset,
+            block,
+            grid,
+            grid_param,
+        });
+    }
+
+    /// The kernel body once per block of this team's share.
+    pub(super) fn twins_body(&mut self, body: &[Op]) -> Result<()> {
+        let twins = self.twins.as_ref().expect("twins");
+        let (block, grid) = (twins.block.clone(), twins.grid.clone());
+        let nctaid = self.special("%nctaid.x");
+        let (head, end) = (self.label("block"), self.label("blocks_done"));
+        let done = self.reg(RegClass::Pred);
+        self.emit(format!("{head}:"));
+        self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
+        self.emit(format!("@{done} bra {end};"));
+        self.ops(body)?;
+        // The team is done with its shared memory before the next block's
+        // copies overwrite it.
+        self.barrier();
+        self.emit(format!("mad.lo.u32 {block}, {nctaid}, 2, {block};"));
+        self.emit(format!("bra {head};"));
+        self.emit(format!("{end}:"));
+        Ok(())
+    }
+}
