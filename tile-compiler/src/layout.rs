@@ -647,18 +647,13 @@ impl Pass<'_> {
                 // conversion going through shared memory.
                 // Unless the tensor is stored with vectors and a warp's store
                 // still writes whole 32-byte sectors (an f32 accumulator:
-                // 8 bytes a thread, 4 lanes along a row), or the tile would
-                // take more shared memory than a portable kernel may spend
-                // on it (an f32 128x256 accumulator stored element by element).
+                // 8 bytes a thread, 4 lanes along a row).
                 let mut l = self.natural(*value);
                 let blocked = self.blocked(&l.shape);
                 let last = l.shape.len() - 1;
-                let elem_bytes = smem_bytes(self.values[*value].dtype);
-                let sector = 32 / elem_bytes;
+                let sector = 32 / smem_bytes(self.values[*value].dtype);
                 let whole_sectors = self.vectorized.contains(tensor) && l.warp_run(last) >= sector;
-                let tile_bytes = l.shape.iter().product::<usize>() * elem_bytes;
-                let too_large = self.path == MmaPath::Portable && tile_bytes > MAX_STORE_CONVERSION_BYTES;
-                if l.contiguous_run(last) < blocked.contiguous_run(last) && !whole_sectors && !too_large {
+                if l.contiguous_run(last) < blocked.contiguous_run(last) && !whole_sectors {
                     l = blocked;
                 }
                 *value = self.materialize(*value, &l, out, span);
@@ -886,12 +881,6 @@ impl Pass<'_> {
         });
     }
 }
-
-/// The largest tile a portable kernel converts through shared memory to
-/// store it: past that, the block could outgrow the 99 KiB an sm_120 GPU
-/// gives one (the conversion takes the pipeline stages' place after an
-/// `mma` loop, but not more than its own size).
-const MAX_STORE_CONVERSION_BYTES: usize = 64 * 1024;
 
 /// The element type a tile is moved through shared memory as.
 pub fn smem_bytes(dtype: DType) -> usize {

@@ -201,6 +201,31 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(!ptx(&k, false).contains("cp.async"));
 }
 
+/// An f32 128x256 accumulator stored element by element (a misaligned
+/// output) goes through shared memory in two parts of 64 KiB, in turns on
+/// the same place, so the block fits sm_120's 99 KiB: halves of rows that
+/// both the `mma` layout and the store's hold in registers.
+#[test]
+fn large_portable_conversions_go_through_shared_memory_in_parts() {
+    let k = compile("BM = [128], BN = [256], BK = [32]", &MATMUL.replace("bf16", "f32"));
+    let scalar = k
+        .variants
+        .iter()
+        .find(|v| v.target.is_none() && v.vectorized.is_empty())
+        .expect("scalar variant");
+    assert_eq!(scalar.shared_bytes + scalar.dynamic_shared_bytes, 64 * 1024);
+    // Twice: write the part's registers, synchronize, read them back in
+    // the store's layout (16-byte loads, a quarter of the part's 128 f32
+    // registers per thread each).
+    let loads = scalar.ptx.matches("ld.shared.v4.f32").count();
+    assert_eq!(loads, 128 * 256 / 256 / 4);
+    let convert = &scalar.ptx[scalar.ptx.find("st.shared").expect("conversion")..];
+    let first_load = convert.find("ld.shared.v4.f32").expect("reads");
+    let second_write = convert[first_load..].find("st.shared").expect("second part") + first_load;
+    assert!(convert[first_load..second_write].matches("ld.shared.v4.f32").count() == loads / 2);
+    assert!(convert[..first_load].contains("bar.sync") && convert[first_load..second_write].contains("bar.sync"));
+}
+
 #[test]
 fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);

@@ -10,27 +10,44 @@
 //! chunk bits, so an element's byte address is the XOR of one mask per set
 //! bit of (register, lane, warp): the thread's part is computed once, and
 //! each access adds its register part (an XOR only where the two overlap).
+//!
+//! On the portable path a tile over [`MAX_PORTABLE_CONVERSION_BYTES`] goes
+//! through in parts, one per value of some row bits that both layouts hold
+//! in registers: each part takes the shared tile in turn, so that the
+//! block fits the 99 KiB an sm_120 GPU gives one (an f32 128x256 `mma`
+//! accumulator stored element by element would take 128 KiB).
 
-use super::Lower;
 use super::tensor_core::Swizzle;
+use super::{Lower, MmaPath};
 use crate::dtype::DType;
 use crate::ir::ValueId;
 use crate::layout::{Bit, Layout};
 use crate::ptx::RegClass;
 use std::collections::HashMap;
 
+/// The most shared memory a portable conversion's tile takes at once.
+const MAX_PORTABLE_CONVERSION_BYTES: usize = 64 * 1024;
+
 /// A tile of `shape` stored as rows along its last dimension, swizzled.
+/// The coordinate bits in `dropped` are not in `shape`: elements that
+/// differ only in them take the same place, in turns.
 pub(super) struct SharedTile<'s> {
     pub(super) shape: &'s [usize],
     pub(super) elem_bytes: usize,
     pub(super) swizzle: Swizzle,
+    pub(super) dropped: &'s [Bit],
 }
 
 impl SharedTile<'_> {
     /// The address bits coordinate bit `(dim, b)` sets (XORed together):
-    /// none for a bit past the tile's extent (a panel of a wider tile,
-    /// whose other panels take turns in the same place: `tma_store.rs`).
+    /// none for a dropped bit, or for a bit past the tile's extent (a panel
+    /// of a wider tile, whose other panels take turns in the same place:
+    /// `tma_store.rs`).
     fn mask(&self, (dim, b): Bit) -> usize {
+        if self.dropped.contains(&(dim, b)) {
+            return 0;
+        }
+        let b = b - self.dropped.iter().filter(|&&(d, x)| d == dim && x < b).count() as u32;
         if 1 << b >= self.shape[dim] {
             return 0;
         }
@@ -86,46 +103,84 @@ impl Lower<'_> {
         if cols * eb < 16 {
             return None;
         }
+        let dropped = if self.path == MmaPath::Portable {
+            parts(la, lb, rows * cols * eb)
+        } else {
+            Vec::new()
+        };
+        let mut shape = la.shape.clone();
+        for &(dim, _) in &dropped {
+            shape[dim] /= 2;
+        }
         let tile = SharedTile {
-            shape: &la.shape,
+            shape: &shape,
             elem_bytes: eb,
             swizzle: Swizzle {
-                rows,
+                rows: rows >> dropped.len(),
                 row_bytes: cols * eb,
             },
+            dropped: &dropped,
         };
-        self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
+        self.shared_bytes = self.shared_bytes.max((rows >> dropped.len()) * cols * eb);
         let src = self.regs_of(arg);
         let base = self.scratch_base();
         let owner = self.owner_pred(la.replicated_mask());
+        // The part (value of the dropped bits) a register index holds.
+        let part = |l: &Layout, r: usize| -> usize {
+            dropped
+                .iter()
+                .enumerate()
+                .map(|(j, bit)| (r >> l.reg.iter().position(|b| b == bit).expect("a register bit") & 1) << j)
+                .sum()
+        };
+        let mut out = vec![String::new(); lb.num_regs()];
         self.barrier();
-        for a in self.shared_accesses(la, &tile, &base) {
-            self.store_shared(&src[a.first..a.first + a.width], eb, (&a.addr, a.imm), owner.as_deref());
-        }
-        self.barrier();
-        let mut out = Vec::with_capacity(lb.num_regs());
-        for a in self.shared_accesses(lb, &tile, &base) {
-            if eb == 2 && a.width > 1 {
-                let words: Vec<String> = (0..a.width / 2).map(|_| self.reg(RegClass::B32)).collect();
-                let (v, list) = vector_operand(&words);
-                self.emit(format!("ld.shared{v}.b32 {list}, [{}+{}];", a.addr, a.imm));
-                for w in words {
-                    let (h0, h1) = self.split_word(&w);
-                    out.extend([h0, h1]);
-                }
-            } else {
-                let regs: Vec<String> = (0..a.width).map(|_| self.reg(class)).collect();
-                let ty = match class {
-                    RegClass::F32 => "f32",
-                    RegClass::B16 => "b16",
-                    _ => "b32",
-                };
-                let (v, list) = vector_operand(&regs);
-                self.emit(format!("ld.shared{v}.{ty} {list}, [{}+{}];", a.addr, a.imm));
-                out.extend(regs);
+        let writes = self.shared_accesses(la, &tile, &base);
+        let mut reads = Vec::new();
+        for p in 0..1 << dropped.len() {
+            if p > 0 {
+                // The last part has been read: the tile is free again.
+                self.barrier();
+            }
+            for a in writes.iter().filter(|a| part(la, a.first) == p) {
+                self.store_shared(&src[a.first..a.first + a.width], eb, (&a.addr, a.imm), owner.as_deref());
+            }
+            self.barrier();
+            if p == 0 {
+                reads = self.shared_accesses(lb, &tile, &base);
+            }
+            for a in reads.iter().filter(|a| part(lb, a.first) == p) {
+                let regs = self.load_shared(a, eb, class);
+                out.splice(a.first..a.first + a.width, regs);
             }
         }
         Some(out)
+    }
+
+    /// Loads `a.width` registers of `eb` bytes (16-bit halves split from
+    /// the words read) from `[a.addr + a.imm]`.
+    fn load_shared(&mut self, a: &SharedAccess, eb: usize, class: RegClass) -> Vec<String> {
+        if eb == 2 && a.width > 1 {
+            let words: Vec<String> = (0..a.width / 2).map(|_| self.reg(RegClass::B32)).collect();
+            let (v, list) = vector_operand(&words);
+            self.emit(format!("ld.shared{v}.b32 {list}, [{}+{}];", a.addr, a.imm));
+            return words
+                .iter()
+                .flat_map(|w| {
+                    let (h0, h1) = self.split_word(w);
+                    [h0, h1]
+                })
+                .collect();
+        }
+        let regs: Vec<String> = (0..a.width).map(|_| self.reg(class)).collect();
+        let ty = match class {
+            RegClass::F32 => "f32",
+            RegClass::B16 => "b16",
+            _ => "b32",
+        };
+        let (v, list) = vector_operand(&regs);
+        self.emit(format!("ld.shared{v}.{ty} {list}, [{}+{}];", a.addr, a.imm));
+        regs
     }
 
     /// Stores `regs` (consecutive elements of `eb` bytes) at `[addr + imm]`,
@@ -212,6 +267,32 @@ impl Lower<'_> {
     }
 }
 
+/// The row bits (the highest first) whose values split a conversion of
+/// `bytes` from `la` to `lb` into parts of at most
+/// [`MAX_PORTABLE_CONVERSION_BYTES`]: bits both layouts hold in registers,
+/// so that each thread's part is known when the kernel is compiled. None
+/// when the tile is small enough, or no such bits are left.
+fn parts(la: &Layout, lb: &Layout, bytes: usize) -> Vec<Bit> {
+    let last = la.shape.len() - 1;
+    let mut shared: Vec<Bit> = la
+        .reg
+        .iter()
+        .filter(|&&(dim, _)| dim < last)
+        .filter(|b| lb.reg.contains(b))
+        .copied()
+        .collect();
+    shared.sort_by_key(|&(dim, b)| (std::cmp::Reverse(b), dim));
+    let needed = bytes
+        .div_ceil(MAX_PORTABLE_CONVERSION_BYTES)
+        .next_power_of_two()
+        .trailing_zeros() as usize;
+    if needed > shared.len() {
+        return Vec::new();
+    }
+    shared.truncate(needed);
+    shared
+}
+
 /// `.vN` and `{a, b, ..}` for several registers, or nothing and the one.
 fn vector_operand(regs: &[String]) -> (String, String) {
     if regs.len() > 1 {
@@ -244,6 +325,7 @@ mod tests {
                     rows,
                     row_bytes: cols * eb,
                 },
+                dropped: &[],
             };
             let line = tile.swizzle.line_bytes();
             let mut seen = std::collections::HashSet::new();
@@ -272,6 +354,46 @@ mod tests {
                     assert!(seen.insert(address) && address < rows * cols * eb);
                 }
             }
+        }
+    }
+
+    /// A tile converted in parts: with row bit 4 of 128x256 f32 dropped,
+    /// row `r` takes the place row `r` without that bit has in a 64x256
+    /// tile, so each part fills that tile exactly once.
+    #[test]
+    fn a_dropped_row_bit_folds_the_tile_onto_half_of_it() {
+        let half = [64, 256];
+        let swizzle = || Swizzle {
+            rows: 64,
+            row_bytes: 256 * 4,
+        };
+        let address = |tile: &SharedTile, row: usize, col: usize| {
+            let bits = |d: usize, c: usize| (0..32).filter(move |b| c >> b & 1 == 1).map(move |b| (d, b));
+            bits(0, row).chain(bits(1, col)).fold(0, |a, bit| a ^ tile.mask(bit))
+        };
+        let parts = SharedTile {
+            shape: &half,
+            elem_bytes: 4,
+            swizzle: swizzle(),
+            dropped: &[(0, 4)],
+        };
+        let plain = SharedTile {
+            shape: &half,
+            elem_bytes: 4,
+            swizzle: swizzle(),
+            dropped: &[],
+        };
+        for part in 0..2 {
+            let mut seen = std::collections::HashSet::new();
+            for row in (0..128).filter(|r| r >> 4 & 1 == part) {
+                let folded = row & 15 | (row >> 5) << 4;
+                for col in 0..256 {
+                    let a = address(&parts, row, col);
+                    assert_eq!(a, address(&plain, folded, col), "({row}, {col})");
+                    assert!(seen.insert(a));
+                }
+            }
+            assert_eq!(seen.len(), 64 * 256);
         }
     }
 }

@@ -74,6 +74,7 @@ impl Lower<'_> {
             shape: &panel,
             elem_bytes: eb,
             swizzle: Swizzle { rows, row_bytes: line },
+            dropped: &[],
         };
         self.shared_bytes = self.shared_bytes.max(rows * line);
         let box_dims = std::iter::once(inner as u32)
