@@ -21,7 +21,7 @@ pub struct Device {
     sm_count: u32,
     /// Shared memory one block may have (opting in past 48 KiB).
     block_shared_bytes: usize,
-    /// A lower bound on that set for testing (see [`Device::limit_block_shared_bytes`]).
+    /// A smaller limit set for testing (see [`Device::limit_block_shared_bytes`]).
     block_shared_limit: AtomicUsize,
     functions: Mutex<HashMap<usize, Loaded>>,
     /// The `.entry` names of the variants launched so far.
