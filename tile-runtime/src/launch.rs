@@ -15,8 +15,10 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// The most rounds of tiles (each block's two teams taking one tile each)
-/// a grid may need for two teams per block to run: measured faster up to
-/// 4.4 rounds (8192x768x2304, 16-bit), even at 5.8, slower at 95.
+/// a grid may need for two teams per block to run. H100, bf16: faster at
+/// 1.45 to 4.4 rounds; within 2% of plain blocks from 6 to 62 rounds with
+/// K = 768; 7% slower on the LM head as `x @ w^T` (95 rounds, a weight
+/// matrix larger than L2) (BENCHMARKS.md).
 const MAX_TWO_TEAM_ROUNDS: u64 = 8;
 
 /// One argument of a launch, in the kernel's parameter order.
@@ -295,8 +297,7 @@ pub fn launch(
     let mut loaded = stream.device().function(kernel, variant)?;
     if let Some(plain) = kernel.single_team(variant) {
         // Two teams per block gain where the last round of tiles is a large
-        // part of the work, and lose on long grids (H100, bf16 LM head as
-        // `x @ w^T`: 95 rounds, 7% slower; BENCHMARKS.md): plain blocks there.
+        // part of the work; on long grids, plain blocks.
         let rounds = (grid.x as u64 * grid.y as u64 * grid.z as u64).div_ceil(2 * loaded.resident_blocks as u64);
         if rounds > MAX_TWO_TEAM_ROUNDS {
             variant = plain;
