@@ -102,9 +102,9 @@ pub struct Lowered {
     pub threads: u32,
     /// Tensor maps to pass after the regular parameters (TMA copies).
     pub tensor_maps: Vec<TensorMap>,
-    /// A persistent grid (see `lower/specialize.rs`, `lower/twins.rs`): the launcher starts only
-    /// the blocks that fit on the GPU at once and passes the block count
-    /// it was asked for as the last parameter.
+    /// A persistent grid (see `lower/specialize.rs`, `lower/twins.rs`): the
+    /// launcher starts only the blocks that fit on the GPU at once and
+    /// passes the block count it was asked for as the last parameter.
     pub persistent: bool,
     /// Blocks per cluster along x (1: no clusters): a persistent grid whose
     /// pairs of blocks share operand tiles (see `lower/cluster.rs`); the launcher
