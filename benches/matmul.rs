@@ -39,7 +39,7 @@ fn on_portable<R>(s: &Stream, f: impl FnOnce() -> R) -> R {
     let d = s.device();
     d.use_arch_specific(false);
     if std::env::args().any(|a| a == "--sm120-blocks") {
-        d.limit_block_shared_bytes(99 * 1024);
+        d.limit_block_shared_bytes(tile::testing::SM120_BLOCK_SHARED_BYTES);
     }
     let r = f();
     d.use_arch_specific(true);

@@ -215,8 +215,7 @@ pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize
     out
 }
 
-/// Shared memory an sm_120 GPU gives one block.
-pub const SM120_BLOCK_SHARED_BYTES: usize = 99 * 1024;
+pub use tile::testing::SM120_BLOCK_SHARED_BYTES;
 
 /// Runs `f` on each path a GPU may launch: the architecture-specific
 /// variants (`wgmma` on Hopper), the portable ones (two teams per block

@@ -32,7 +32,7 @@ fn every_kernel_in_the_sources_is_listed() {
 /// a plain block's memory, and whose plain twin must fit.
 #[test]
 fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
-    const SM120_BLOCK_SHARED_BYTES: usize = 99 * 1024;
+    use tile::testing::SM120_BLOCK_SHARED_BYTES;
     let mut twins = 0;
     for k in tile_kernels::kernels() {
         for v in k.variants.iter().filter(|v| v.target.is_none()) {

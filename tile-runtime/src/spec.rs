@@ -480,7 +480,7 @@ mod tests {
         assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
         // sm_120 gives a block 99 KiB: the plain variants, which fit.
         let sm120 = Site {
-            block_shared_bytes: 99 * 1024,
+            block_shared_bytes: crate::testing::SM120_BLOCK_SHARED_BYTES,
             ..site(Target::Sm90, false)
         };
         assert_eq!(chosen_at(all, sm120), "v");

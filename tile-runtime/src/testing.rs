@@ -3,6 +3,11 @@
 use crate::{Device, Error};
 use std::sync::Arc;
 
+/// Shared memory an sm_120 GPU gives one block: with
+/// [`Device::limit_block_shared_bytes`], a Hopper launches the variants
+/// such a GPU would.
+pub const SM120_BLOCK_SHARED_BYTES: usize = 99 * 1024;
+
 /// The GPU for a test, or `None` (after printing one line) when the machine
 /// has none. With `TILE_REQUIRE_GPU=1` a missing GPU is a test failure, so a
 /// GPU run can't pass by skipping.
