@@ -7,7 +7,12 @@
 //!
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
 //! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
-//! shape and the best is reported (the specialization a tuner would pick).
+//! shape and the fastest chosen (the specialization a tuner would pick);
+//! then the chosen tiles (sm_90a and portable) and cuBLAS are timed again,
+//! in turn, over [`ROUNDS`] rounds. Timing the winner afresh keeps the
+//! luck that made it win out of its figure, and taking turns exposes all
+//! three alike to the GPU's clocks drifting as it warms. Each figure is the
+//! median over the rounds, each ratio the median of the rounds' ratios.
 //! Then as a linear layer, `y = x @ w^T + b` with `w: [N, K]` (PyTorch's
 //! layout), against cuBLAS's NT product: tf32 on every shape, bf16 and f16
 //! on the LM head, which GPT-2 computes that way (its 50257-column output
@@ -16,6 +21,10 @@
 //! `--sm120-blocks` keeps the portable path to the variants whose blocks
 //! fit the 99 KiB of shared memory an sm_120 GPU gives one (no two teams
 //! per block), for comparing the two on one GPU.
+//! `--sustained` runs each kernel alone for [`SETTLE`] before timing it:
+//! the large products draw the GPU to its power limit, where its clocks
+//! settle to what that kernel's power allows; without it, the figures are
+//! those of bursts of [`REPS`] launches.
 
 mod common;
 
@@ -25,6 +34,10 @@ use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::matmul;
 
 const REPS: usize = 10;
+/// Rounds of timing the chosen tiles and cuBLAS in turn.
+const ROUNDS: usize = 5;
+/// How long each kernel runs alone before it is timed, with `--sustained`.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Whether the command line's filters (arguments not starting with `--`) all match `label`.
 fn selected(label: &str) -> bool {
@@ -47,8 +60,21 @@ fn on_portable<R>(s: &Stream, f: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Best of our tile shapes, launched by `run`: milliseconds and the tile.
-fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> (f64, &'static str) {
+/// Median milliseconds of [`REPS`] launches of `run`, after [`SETTLE`]
+/// of launching it with `--sustained`.
+fn timed(s: &Stream, mut run: impl FnMut()) -> f64 {
+    if std::env::args().any(|a| a == "--sustained") {
+        let start = std::time::Instant::now();
+        while start.elapsed() < SETTLE {
+            run();
+            s.synchronize().unwrap();
+        }
+    }
+    median_ms(s, REPS, |_| run())
+}
+
+/// The fastest of our tile shapes, launched by `run`.
+fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> &'static str {
     let mut best = (f64::INFINITY, "");
     for name in matmul::tiles::<T>() {
         let ms = median_ms(s, REPS, |_| run(name));
@@ -56,20 +82,37 @@ fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> (f64,
             best = (ms, name);
         }
     }
-    best
+    best.1
+}
+
+/// Times our chosen tile, our chosen portable tile and cuBLAS (each
+/// `time` returns a median of milliseconds), in that order, over
+/// [`ROUNDS`] rounds: each one's median, and the median over rounds of
+/// cuBLAS's time over ours and over portable's.
+fn in_turn(mut time: [&mut dyn FnMut() -> f64; 3]) -> ([f64; 3], [f64; 2]) {
+    let mut times = [[0.0; ROUNDS]; 3];
+    for round in 0..ROUNDS {
+        for (time, t) in time.iter_mut().zip(&mut times) {
+            t[round] = time();
+        }
+    }
+    let median = |mut v: [f64; ROUNDS]| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[ROUNDS / 2]
+    };
+    let ratio = |i: usize| median(std::array::from_fn(|r| times[2][r] / times[i][r]));
+    (times.map(median), [ratio(0), ratio(1)])
 }
 
 /// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major
 /// terms; with `b_rows_are_n`, `b` is `[N, K]` and c = a @ b^T.
 fn cublas<T: Element>(
-    s: &Stream,
     blas: &CudaBlas,
     (a, b, b_rows_are_n): (&Tensor<T>, &Tensor<T>, bool),
     c: &mut Tensor<T>,
     one: T,
     zero: T,
-) -> f64
-where
+) where
     CudaBlas: Gemm<T>,
 {
     let (m, k) = (a.shape()[0] as i32, a.shape()[1] as i32);
@@ -94,9 +137,7 @@ where
         beta: zero,
         ldc: n,
     };
-    median_ms(s, REPS, |_| unsafe {
-        blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()).unwrap();
-    })
+    unsafe { blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()) }.unwrap();
 }
 
 fn case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize, usize, usize), of: fn(f32) -> T)
@@ -109,19 +150,25 @@ where
     }
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
-    let mut c = s.zeros::<T>(&[m, n]).unwrap();
-    let mut ours = || best_tile::<T>(s, |name| matmul::launch_tile(s, name, &a, &b, &mut c).unwrap());
-    let (ms, tile) = ours();
-    let (ms_portable, tile_portable) = on_portable(s, &mut ours);
-    let ms_blas = cublas(s, blas, (&a, &b, false), &mut c, of(1.0), of(0.0));
+    let c = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
+    let run = |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap();
+    let tile = best_tile::<T>(s, run);
+    let tile_portable = on_portable(s, || best_tile::<T>(s, run));
+    let ([ms, ms_portable, ms_blas], [ratio, ratio_portable]) = in_turn([
+        &mut || timed(s, || run(tile)),
+        &mut || on_portable(s, || timed(s, || run(tile_portable))),
+        &mut || {
+            timed(s, || {
+                cublas(blas, (&a, &b, false), &mut c.borrow_mut(), of(1.0), of(0.0))
+            })
+        },
+    ]);
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
-        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {:.3} (portable {:.3})",
+        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {ratio:.3} (portable {ratio_portable:.3})",
         tflops(ms),
         tflops(ms_portable),
         tflops(ms_blas),
-        ms_blas / ms,
-        ms_blas / ms_portable,
         target = s.device().target().name(),
     );
 }
@@ -175,25 +222,25 @@ where
     let x = random(s, &[m, k], 3, -1.0, 1.0, of);
     let w = random(s, &[n, k], 4, -1.0, 1.0, of);
     let bias = random(s, &[n], 5, -1.0, 1.0, of);
-    let mut y = s.zeros::<T>(&[m, n]).unwrap();
-    let mut ours = || {
-        best_tile::<T>(s, |name| {
-            matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y, false).unwrap()
-        })
-    };
-    let best = ours();
-    let portable = on_portable(s, &mut ours);
-    let ms_blas = cublas(s, blas, (&x, &w, true), &mut y, of(1.0), of(0.0));
+    let y = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
+    let run = |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap();
+    let tile = best_tile::<T>(s, run);
+    let tile_portable = on_portable(s, || best_tile::<T>(s, run));
+    let ([ms, ms_portable, ms_blas], [ratio, ratio_portable]) = in_turn([
+        &mut || timed(s, || run(tile)),
+        &mut || on_portable(s, || timed(s, || run(tile_portable))),
+        &mut || {
+            timed(s, || {
+                cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0))
+            })
+        },
+    ]);
     let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
     println!(
-        "{label:<30} tile {:>6.1} TFLOP/s ({:>7}, {})  portable {:>6.1} ({:>7})  cuBLAS {:>6.1}  ratio {:.3} (portable {:.3})",
-        tflops(best.0),
-        best.1,
-        s.device().target().name(),
-        tflops(portable.0),
-        portable.1,
+        "{label:<30} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {ratio:.3} (portable {ratio_portable:.3})",
+        tflops(ms),
+        tflops(ms_portable),
         tflops(ms_blas),
-        ms_blas / best.0,
-        ms_blas / portable.0,
+        target = s.device().target().name(),
     );
 }
