@@ -11,8 +11,11 @@
 //! then the chosen tiles (sm_90a and portable) and cuBLAS are timed again,
 //! in turn, over [`ROUNDS`] rounds. Timing the winner afresh keeps the
 //! luck that made it win out of its figure, and taking turns exposes all
-//! three alike to the GPU's clocks drifting as it warms. Each figure is the
-//! median over the rounds, each ratio the median of the rounds' ratios.
+//! three alike to the GPU's clocks drifting as it warms. The order rotates
+//! from round to round: at the power limit, a kernel timed right after a
+//! power-hungry one starts at lower clocks, so each takes each place
+//! alike. Each figure is the median over the rounds, each ratio the median
+//! of the rounds' ratios.
 //! Then as a linear layer, `y = x @ w^T + b` with `w: [N, K]` (PyTorch's
 //! layout), against cuBLAS's NT product: tf32 on every shape, bf16 and f16
 //! on the LM head, which GPT-2 computes that way (its 50257-column output
@@ -34,8 +37,9 @@ use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::matmul;
 
 const REPS: usize = 10;
-/// Rounds of timing the chosen tiles and cuBLAS in turn.
-const ROUNDS: usize = 5;
+/// Rounds of timing the chosen tiles and cuBLAS in turn: each of the
+/// three takes each place in the order twice.
+const ROUNDS: usize = 6;
 /// How long each kernel runs alone before it is timed, with `--sustained`.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(300);
 
@@ -86,22 +90,29 @@ fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> &'sta
 }
 
 /// Times our chosen tile, our chosen portable tile and cuBLAS (each
-/// `time` returns a median of milliseconds), in that order, over
-/// [`ROUNDS`] rounds: each one's median, and the median over rounds of
-/// cuBLAS's time over ours and over portable's.
+/// `time` returns a median of milliseconds) in turn, over [`ROUNDS`]
+/// rounds, round `r` starting with the `r % 3`th: each one's median, and
+/// the median over rounds of cuBLAS's time over ours and over portable's.
 fn in_turn(mut time: [&mut dyn FnMut() -> f64; 3]) -> ([f64; 3], [f64; 2]) {
-    let mut times = [[0.0; ROUNDS]; 3];
-    for round in 0..ROUNDS {
-        for (time, t) in time.iter_mut().zip(&mut times) {
-            t[round] = time();
-        }
-    }
-    let median = |mut v: [f64; ROUNDS]| {
+    let rounds: Vec<[f64; 3]> = (0..ROUNDS)
+        .map(|round| {
+            let mut t = [0.0; 3];
+            for place in 0..3 {
+                let i = (round + place) % 3;
+                t[i] = time[i]();
+            }
+            t
+        })
+        .collect();
+    let median = |f: &dyn Fn(&[f64; 3]) -> f64| {
+        let mut v: Vec<f64> = rounds.iter().map(f).collect();
         v.sort_by(|a, b| a.total_cmp(b));
-        v[ROUNDS / 2]
+        (v[ROUNDS / 2 - 1] + v[ROUNDS / 2]) / 2.0
     };
-    let ratio = |i: usize| median(std::array::from_fn(|r| times[2][r] / times[i][r]));
-    (times.map(median), [ratio(0), ratio(1)])
+    (
+        [0, 1, 2].map(|i| median(&|t| t[i])),
+        [0, 1].map(|i| median(&|t| t[2] / t[i])),
+    )
 }
 
 /// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major
