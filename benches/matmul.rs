@@ -162,21 +162,29 @@ where
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let c = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
-    let run = |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap();
+    compare::<T>(
+        s,
+        &format!("{dtype:<5} {m:>5}x{k:<5}x{n:<6}"),
+        2.0 * (m * n * k) as f64,
+        |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap(),
+        || cublas(blas, (&a, &b, false), &mut c.borrow_mut(), of(1.0), of(0.0)),
+    );
+}
+
+/// Chooses our tile and our portable tile (both launched by `run`), times
+/// them in turn with cuBLAS (`blas`), and prints a line headed `head`
+/// (`flops`: the product's floating-point operations).
+fn compare<T: Element>(s: &Stream, head: &str, flops: f64, run: impl Fn(&'static str) + Copy, mut blas: impl FnMut()) {
     let tile = best_tile::<T>(s, run);
     let tile_portable = on_portable(s, || best_tile::<T>(s, run));
     let ([ms, ms_portable, ms_blas], [ratio, ratio_portable]) = in_turn([
         &mut || timed(s, || run(tile)),
         &mut || on_portable(s, || timed(s, || run(tile_portable))),
-        &mut || {
-            timed(s, || {
-                cublas(blas, (&a, &b, false), &mut c.borrow_mut(), of(1.0), of(0.0))
-            })
-        },
+        &mut || timed(s, &mut blas),
     ]);
-    let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
+    let tflops = |ms: f64| flops / ms / 1e9;
     println!(
-        "{dtype:<5} {m:>5}x{k:<5}x{n:<6} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {ratio:.3} (portable {ratio_portable:.3})",
+        "{head} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {ratio:.3} (portable {ratio_portable:.3})",
         tflops(ms),
         tflops(ms_portable),
         tflops(ms_blas),
@@ -234,24 +242,11 @@ where
     let w = random(s, &[n, k], 4, -1.0, 1.0, of);
     let bias = random(s, &[n], 5, -1.0, 1.0, of);
     let y = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
-    let run = |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap();
-    let tile = best_tile::<T>(s, run);
-    let tile_portable = on_portable(s, || best_tile::<T>(s, run));
-    let ([ms, ms_portable, ms_blas], [ratio, ratio_portable]) = in_turn([
-        &mut || timed(s, || run(tile)),
-        &mut || on_portable(s, || timed(s, || run(tile_portable))),
-        &mut || {
-            timed(s, || {
-                cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0))
-            })
-        },
-    ]);
-    let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
-    println!(
-        "{label:<30} tile {:>6.1} TFLOP/s ({tile:>7}, {target})  portable {:>6.1} ({tile_portable:>7})  cuBLAS {:>6.1}  ratio {ratio:.3} (portable {ratio_portable:.3})",
-        tflops(ms),
-        tflops(ms_portable),
-        tflops(ms_blas),
-        target = s.device().target().name(),
+    compare::<T>(
+        s,
+        &format!("{label:<30}"),
+        2.0 * (m * n * k) as f64,
+        |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap(),
+        || cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0)),
     );
 }
