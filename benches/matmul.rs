@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
-//! and GPT-2 124M's at B*T = 8192. Our kernel is timed for each listed tile
-//! shape and the fastest chosen (the specialization a tuner would pick);
+//! and GPT-2 124M's at B*T = 8192. Our tile shape is the one `matmul::run`
+//! (`run_linear`) tunes to on its first call, on each path, with a cache
+//! of choices fresh to this process: what a program calling it gets;
 //! then the chosen tiles (sm_90a and portable) and cuBLAS are timed again,
 //! in turn, over [`ROUNDS`] rounds. Timing the winner afresh keeps the
 //! luck that made it win out of its figure, and taking turns exposes all
@@ -75,18 +76,6 @@ fn timed(s: &Stream, mut run: impl FnMut()) -> f64 {
         }
     }
     median_ms(s, REPS, |_| run())
-}
-
-/// The fastest of our tile shapes, launched by `run`.
-fn best_tile<T: Element>(s: &Stream, mut run: impl FnMut(&'static str)) -> &'static str {
-    let mut best = (f64::INFINITY, "");
-    for name in matmul::tiles::<T>() {
-        let ms = median_ms(s, REPS, |_| run(name));
-        if ms < best.0 {
-            best = (ms, name);
-        }
-    }
-    best.1
 }
 
 /// Times our chosen tile, our chosen portable tile and cuBLAS (each
@@ -162,21 +151,31 @@ where
     let a = random(s, &[m, k], 1, -1.0, 1.0, of);
     let b = random(s, &[k, n], 2, -1.0, 1.0, of);
     let c = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
-    compare::<T>(
+    compare(
         s,
         &format!("{dtype:<5} {m:>5}x{k:<5}x{n:<6}"),
         2.0 * (m * n * k) as f64,
-        |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap(),
+        (
+            || matmul::run(s, &a, &b, &mut c.borrow_mut()).unwrap(),
+            |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap(),
+        ),
         || cublas(blas, (&a, &b, false), &mut c.borrow_mut(), of(1.0), of(0.0)),
     );
 }
 
-/// Chooses our tile and our portable tile (both launched by `run`), times
-/// them in turn with cuBLAS (`blas`), and prints a line headed `head`
-/// (`flops`: the product's floating-point operations).
-fn compare<T: Element>(s: &Stream, head: &str, flops: f64, run: impl Fn(&'static str) + Copy, mut blas: impl FnMut()) {
-    let tile = best_tile::<T>(s, run);
-    let tile_portable = on_portable(s, || best_tile::<T>(s, run));
+/// Tunes our tile and our portable tile (`tune` runs the product tuned and
+/// returns its tile, `run` launches a given tile), times them in turn with
+/// cuBLAS (`blas`), and prints a line headed `head` (`flops`: the
+/// product's floating-point operations).
+fn compare(
+    s: &Stream,
+    head: &str,
+    flops: f64,
+    (tune, run): (impl Fn() -> &'static str, impl Fn(&'static str)),
+    mut blas: impl FnMut(),
+) {
+    let tile = tune();
+    let tile_portable = on_portable(s, &tune);
     let ([ms, ms_portable, ms_blas], [ratio, ratio_portable]) = in_turn([
         &mut || timed(s, || run(tile)),
         &mut || on_portable(s, || timed(s, || run(tile_portable))),
@@ -196,6 +195,10 @@ fn main() {
     let Some(device) = tile::testing::gpu_or_skip("matmul bench") else {
         return;
     };
+    // Tune afresh, as a program's first call does, not from the choices
+    // of an earlier run. SAFETY: set before anything reads it.
+    let cache = std::env::temp_dir().join(format!("tile-matmul-bench-{}", std::process::id()));
+    unsafe { std::env::set_var("TILE_CACHE_DIR", &cache) };
     let s = device.stream();
     let blas = CudaBlas::new(s.as_cudarc().clone()).expect("cuBLAS (libcublas) loads");
     println!("{}", device.name());
@@ -227,6 +230,7 @@ fn main() {
     let lm_head = (8192, 768, 50257);
     linear_case::<bf16>(&s, &blas, "bf16", lm_head, bf16::from_f32);
     linear_case::<f16>(&s, &blas, "f16", lm_head, f16::from_f32);
+    std::fs::remove_dir_all(&cache).ok();
 }
 
 /// `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
@@ -242,11 +246,14 @@ where
     let w = random(s, &[n, k], 4, -1.0, 1.0, of);
     let bias = random(s, &[n], 5, -1.0, 1.0, of);
     let y = std::cell::RefCell::new(s.zeros::<T>(&[m, n]).unwrap());
-    compare::<T>(
+    compare(
         s,
         &format!("{label:<30}"),
         2.0 * (m * n * k) as f64,
-        |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap(),
+        (
+            || matmul::run_linear(s, &x, &w, &bias, &mut y.borrow_mut(), false).unwrap(),
+            |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap(),
+        ),
         || cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0)),
     );
 }

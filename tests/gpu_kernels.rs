@@ -702,7 +702,8 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
     let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
     let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
-    matmul::run(&s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
+    let tile = matmul::run(&s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
+    assert!(matmul::tiles::<bf16>().contains(&tile), "{tile}");
     let mut want = poisoned::<bf16>(&[m, n]);
     matmul::matmul::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
     assert_close(
@@ -717,9 +718,12 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let x = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
     let mut yd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
     let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&bias).unwrap());
-    matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap();
+    let tile_linear = matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap();
     // A second call reuses the cached choice.
-    matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap();
+    assert_eq!(
+        matmul::run_linear(&s, &xd, &wd, &bd, &mut yd, true).unwrap(),
+        tile_linear
+    );
     let mut want = poisoned::<bf16>(&[m, n]);
     matmul::linear::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &bias, &mut want, 1).unwrap();
     assert_close(
@@ -730,8 +734,14 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     );
 
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
+    // Keys are the kernel, dtype, size classes, GPU and target; values the tile.
+    let remembered = |key: &str, tile: &str| {
+        cached
+            .lines()
+            .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))
+    };
     assert!(
-        cached.contains("matmul|bf16|512x256x512") && cached.contains("linear|bf16|512x256x512"),
+        remembered("matmul|bf16|512x256x512|", tile) && remembered("linear|bf16|512x256x512|", tile_linear),
         "{cached}"
     );
     std::fs::remove_dir_all(&dir).ok();

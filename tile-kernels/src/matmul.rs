@@ -112,8 +112,9 @@ fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
     Ok(shape.to_vec())
 }
 
-/// `c = a @ b` with the tile shape tuned for this problem class.
-pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<()> {
+/// `c = a @ b` with the tile shape tuned for this problem class; returns
+/// that tile's name (one of [`tiles`]).
+pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<&'static str> {
     let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
     let (m, k, n) = (sa[0], sa[1], sb[1]);
     let key = format!(
@@ -126,7 +127,8 @@ pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Te
     tune(stream, &key, &tiles::<T>(), |tile| launch_tile(stream, tile, a, b, c))
 }
 
-/// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for this problem class.
+/// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for
+/// this problem class; returns that tile's name.
 pub fn run_linear<T: Element>(
     stream: &Stream,
     x: &Tensor<T>,
@@ -134,7 +136,7 @@ pub fn run_linear<T: Element>(
     b: &Tensor<T>,
     y: &mut Tensor<T>,
     gelu: bool,
-) -> tile::Result<()> {
+) -> tile::Result<&'static str> {
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
     let (m, k, n) = (sx[0], sx[1], sw[0]);
     let key = format!(

@@ -123,8 +123,14 @@ fn choose_in<'c>(
 
 /// Tunes a launch on `stream`: `run(candidate)` launches that candidate;
 /// each is run once (loading its module), then timed over five launches.
-/// Runs the chosen candidate last, so the outputs hold its result.
-pub fn tune(stream: &Stream, key: &str, candidates: &[&str], mut run: impl FnMut(&str) -> Result<()>) -> Result<()> {
+/// Runs the chosen candidate last, so the outputs hold its result, and
+/// returns it.
+pub fn tune<'c>(
+    stream: &Stream,
+    key: &str,
+    candidates: &[&'c str],
+    mut run: impl FnMut(&str) -> Result<()>,
+) -> Result<&'c str> {
     let device = stream.device();
     let key = format!("{key}|{}|{}", device.name(), device.target().name());
     let choice = choose(&key, candidates, |c| {
@@ -136,7 +142,8 @@ pub fn tune(stream: &Stream, key: &str, candidates: &[&str], mut run: impl FnMut
         let end = stream.record()?;
         Ok(start.elapsed_ms(&end)? as f64 / 5.0)
     })?;
-    run(choice)
+    run(choice)?;
+    Ok(choice)
 }
 
 /// Rounds a problem size up to a power of two: sizes in one class share a choice.
