@@ -741,7 +741,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
             .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))
     };
     assert!(
-        remembered("matmul|bf16|512x256x512|", tile) && remembered("linear|bf16|512x256x512|", tile_linear),
+        remembered("matmul|bf16|320x224x512|", tile) && remembered("linear|bf16|320x224x512|", tile_linear),
         "{cached}"
     );
     std::fs::remove_dir_all(&dir).ok();
