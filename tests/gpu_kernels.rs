@@ -691,7 +691,7 @@ fn misaligned_operand_rows_are_copied_for_tma() {
 #[test]
 fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     use tile_kernels::matmul;
-    let Some((_, s)) = gpu("tuned_matmul_and_linear_pick_a_tile_and_remember_it") else {
+    let Some((d, s)) = gpu("tuned_matmul_and_linear_pick_a_tile_and_remember_it") else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("tile-tune-test-{}", std::process::id()));
@@ -732,6 +732,24 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         &values(&want),
         bf16::TOL,
     );
+
+    // f32: the paired tiles are candidates only where blocks can pair (sm_90a).
+    let a = host::<f32>(&rng.normals(m * k, 1.0), &[m, k]);
+    let b = host::<f32>(&rng.normals(k * n, 1.0), &[k, n]);
+    let mut want = poisoned::<f32>(&[m, n]);
+    matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+    on_every_path(&d, || {
+        let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
+        let tile = matmul::run(&s, &ad, &bd, &mut cd).unwrap();
+        let target = d.target();
+        assert!(
+            target == tile::Target::Sm90a || !tile.ends_with(" pairs"),
+            "{tile} on {target:?}"
+        );
+        let what = format!("tuned f32 matmul, {tile} on {target:?}");
+        assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), 2e-3);
+    });
 
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
     // Keys are the kernel, dtype, size classes, GPU and target; values the tile.

@@ -47,6 +47,17 @@ pub fn tiles<T: Element>() -> Vec<&'static str> {
         .collect()
 }
 
+/// The tiles worth timing on `stream`'s device: [`tiles`], less the paired
+/// ones where no variant runs blocks in pairs (every target but sm_90a),
+/// which would launch as their unpaired twins and be timed twice.
+fn candidates<T: Element>(stream: &Stream) -> Vec<&'static str> {
+    let pairs = stream.device().target() == tile::Target::Sm90a;
+    tiles::<T>()
+        .into_iter()
+        .filter(|t| pairs || !t.ends_with(" pairs"))
+        .collect()
+}
+
 /// The grid of `blocks` blocks, in pairs for a tile named "... pairs".
 fn grid(tile: &str, blocks: u32) -> tile::Grid {
     let grid = tile::Grid::from(blocks);
@@ -124,7 +135,9 @@ pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Te
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &tiles::<T>(), |tile| launch_tile(stream, tile, a, b, c))
+    tune(stream, &key, &candidates::<T>(stream), |tile| {
+        launch_tile(stream, tile, a, b, c)
+    })
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for
@@ -146,7 +159,7 @@ pub fn run_linear<T: Element>(
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &tiles::<T>(), |tile| {
+    tune(stream, &key, &candidates::<T>(stream), |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
