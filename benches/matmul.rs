@@ -35,7 +35,7 @@ mod common;
 use common::{median_ms, random};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
 use tile::{Element, Stream, Tensor, bf16, f16};
-use tile_kernels::matmul;
+use tile_kernels::matmul::{self, Tile};
 
 const REPS: usize = 10;
 /// Rounds of timing the chosen tiles and cuBLAS in turn: each of the
@@ -171,7 +171,7 @@ fn compare(
     s: &Stream,
     head: &str,
     flops: f64,
-    (tune, run): (impl Fn() -> &'static str, impl Fn(&'static str)),
+    (tune, run): (impl Fn() -> Tile, impl Fn(Tile)),
     mut blas: impl FnMut(),
 ) {
     let tile = tune();

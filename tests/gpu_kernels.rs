@@ -254,11 +254,18 @@ fn bad_arguments_are_typed_errors_not_launches() {
     let a = s.zeros::<bf16>(&[128, 64]).unwrap();
     let b = s.zeros::<bf16>(&[64, 128]).unwrap();
     let mut c = s.zeros::<bf16>(&[128, 128]).unwrap();
-    let e = tile_kernels::matmul::launch_tile(&s, "128x128x64", &a, &b, &mut c).unwrap_err();
+    use tile_kernels::matmul::{Tile, launch_tile};
+    let e = launch_tile(&s, Tile::new(128, 128, 64), &a, &b, &mut c).unwrap_err();
     d.use_arch_specific(true);
     d.limit_block_shared_bytes(usize::MAX);
     assert!(
         matches!(e, tile::Error::SharedMemory { needs, device: 16384, .. } if needs > 16384),
+        "{e}"
+    );
+    // A tile shape the attribute does not build, chosen at run time.
+    let e = launch_tile(&s, Tile::new(128, 64, 32), &a, &b, &mut c).unwrap_err();
+    assert!(
+        matches!(&e, tile::Error::NotBuilt { kernel: "matmul", consts } if consts == &[128, 64, 32]),
         "{e}"
     );
     // Nothing above reached the GPU: the stream is healthy.
@@ -491,7 +498,7 @@ fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
         let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
         let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
         let before = d.launched_variants();
-        matmul::launch_tile(&s, "64x64x64", &ad, &bd, &mut cd).unwrap();
+        matmul::launch_tile(&s, matmul::Tile::new(64, 64, 64), &ad, &bd, &mut cd).unwrap();
         let what = format!("matmul bf16 {m}x{n}x{k} tile 64x64x64");
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), bf16::TOL);
         let launched: Vec<&str> = d
@@ -743,17 +750,14 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
         let tile = matmul::run(&s, &ad, &bd, &mut cd).unwrap();
         let target = d.target();
-        assert!(
-            target == tile::Target::Sm90a || !tile.ends_with(" pairs"),
-            "{tile} on {target:?}"
-        );
+        assert!(target == tile::Target::Sm90a || !tile.pairs, "{tile} on {target:?}");
         let what = format!("tuned f32 matmul, {tile} on {target:?}");
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), 2e-3);
     });
 
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
     // Keys are the kernel, dtype, size classes, GPU and target; values the tile.
-    let remembered = |key: &str, tile: &str| {
+    let remembered = |key: &str, tile: matmul::Tile| {
         cached
             .lines()
             .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))

@@ -146,16 +146,20 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     };
     let gpu_params = signature(false);
     let cpu_params = signature(true);
-    let args = ast.params.iter().map(|p| {
-        let n = &p.name;
-        match p.kind {
-            ParamKind::Tensor { mutable: false, .. } => quote!(::tile::Arg::tensor(#n)),
-            ParamKind::Tensor { mutable: true, .. } => quote!(::tile::Arg::tensor_mut(#n)),
-            ParamKind::Scalar(DType::F32) => quote!(::tile::Arg::F32(#n)),
-            ParamKind::Scalar(DType::U32) => quote!(::tile::Arg::U32(#n)),
-            ParamKind::Scalar(_) => quote!(::tile::Arg::I32(#n)),
-        }
-    });
+    let args: Vec<TokenStream> = ast
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            match p.kind {
+                ParamKind::Tensor { mutable: false, .. } => quote!(::tile::Arg::tensor(#n)),
+                ParamKind::Tensor { mutable: true, .. } => quote!(::tile::Arg::tensor_mut(#n)),
+                ParamKind::Scalar(DType::F32) => quote!(::tile::Arg::F32(#n)),
+                ParamKind::Scalar(DType::U32) => quote!(::tile::Arg::U32(#n)),
+                ParamKind::Scalar(_) => quote!(::tile::Arg::I32(#n)),
+            }
+        })
+        .collect();
     let cpu_shapes = ast.params.iter().map(|p| {
         let n = &p.name;
         match p.kind {
@@ -188,7 +192,8 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
         );
         quote!(::core::assert!(#(#id == #vals)||*, #msg);)
     });
-    let checks: Vec<TokenStream> = type_checks.chain(const_checks).collect();
+    let type_checks: Vec<TokenStream> = type_checks.collect();
+    let checks: Vec<TokenStream> = type_checks.iter().cloned().chain(const_checks).collect();
     let build_check = if checks.is_empty() {
         quote!()
     } else {
@@ -251,6 +256,40 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
         }
     });
 
+    // With const parameters: `launch_with`, their values given at run time
+    // (an autotuner's candidates), the element types still generic.
+    let launch_with = if const_idents.is_empty() {
+        quote!()
+    } else {
+        let type_check = if type_checks.is_empty() {
+            quote!()
+        } else {
+            quote!(const { #(#type_checks)* };)
+        };
+        let const_names = const_idents
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let doc = format!(
+            "Launches the specialization of `{name_str}` whose const parameters ({const_names}) take `consts`, chosen at run time: a combination not built is an `Error::NotBuilt`. `KERNEL.specializations(..)` lists the built ones. Otherwise as `launch`."
+        );
+        quote! {
+            #[doc = #doc]
+            #[allow(clippy::too_many_arguments)]
+            pub fn launch_with<#(#type_idents: ::tile::Element),*>(
+                stream: &::tile::Stream,
+                consts: &[usize],
+                grid: impl ::core::convert::Into<::tile::Grid>,
+                #(#gpu_params),*
+            ) -> ::core::result::Result<(), ::tile::Error> {
+                #type_check
+                let consts: ::std::vec::Vec<i64> = consts.iter().map(|&c| c as i64).collect();
+                ::tile::__private::launch(&KERNEL, #type_values, &consts, stream, grid.into(), &mut [#(#args),*])
+            }
+        }
+    };
+
     let doc_launch = format!(
         "Launches `{name_str}` on `stream` over `grid` blocks. Checks ranks, sizes and alignment first and returns a typed error instead of launching with bad arguments."
     );
@@ -283,6 +322,8 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 #build_check
                 ::tile::__private::launch(&KERNEL, #type_values, #const_values, stream, grid.into(), &mut [#(#args),*])
             }
+
+            #launch_with
 
             #[doc = #doc_cpu]
             #[allow(clippy::too_many_arguments)]

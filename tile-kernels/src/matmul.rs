@@ -5,113 +5,111 @@
 //! `tile::autotune`): the first problem of each size class on a GPU times the
 //! candidates, later ones reuse the choice.
 
+use std::fmt;
 use tile::autotune::{size_class, tune};
-use tile::{Element, Stream, Tensor};
+use tile::{Element, KernelSpec, Stream, Tensor};
 
-/// The tile shapes (`BMxBNxBK`) the tuned entry points choose from.
-pub const TILES: [&str; 10] = [
-    "128x256x64",
-    "128x256x32",
-    "64x256x64",
-    "64x256x32",
-    "128x128x64",
-    "128x128x32",
-    "64x128x64",
-    "64x128x32",
-    "64x64x64",
-    "64x64x32",
-];
-
-/// The f32 tiles again, launched in pairs of blocks that share operand
-/// tiles (`tile::Grid::in_pairs`; sm_90a): faster on some problems (an LM
-/// head), slower on others (squares), so the tuner decides.
-const PAIRED_TILES: [&str; 5] = [
-    "128x256x32 pairs",
-    "64x256x32 pairs",
-    "128x128x32 pairs",
-    "64x128x32 pairs",
-    "64x64x32 pairs",
-];
-
-/// The tiles built for element type `T`: for f32 (tf32) operands, no
-/// K-step of 64, where their fragments would spill registers (the kernels
-/// skip those combinations), and each launched in pairs too.
-pub fn tiles<T: Element>() -> Vec<&'static str> {
-    if T::DTYPE != tile::DType::F32 {
-        return TILES.to_vec();
-    }
-    TILES
-        .into_iter()
-        .filter(|t| !t.ends_with("x64"))
-        .chain(PAIRED_TILES)
-        .collect()
+/// A tile shape the kernels below are built with, `BM x BN x BK` (one
+/// specialization), its blocks launched in pairs that share operand tiles
+/// or not (`tile::Grid::in_pairs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    pub bm: usize,
+    pub bn: usize,
+    pub bk: usize,
+    pub pairs: bool,
 }
 
-/// The tiles worth timing on `stream`'s device: [`tiles`], less the paired
-/// ones where no variant runs blocks in pairs (every target but sm_90a),
-/// which would launch as their unpaired twins and be timed twice.
-fn candidates<T: Element>(stream: &Stream) -> Vec<&'static str> {
-    let pairs = stream.device().target() == tile::Target::Sm90a;
-    tiles::<T>()
-        .into_iter()
-        .filter(|t| pairs || !t.ends_with(" pairs"))
-        .collect()
-}
-
-/// The grid of `blocks` blocks, in pairs for a tile named "... pairs".
-fn grid(tile: &str, blocks: u32) -> tile::Grid {
-    let grid = tile::Grid::from(blocks);
-    if tile.ends_with(" pairs") {
-        grid.in_pairs()
-    } else {
-        grid
-    }
-}
-
-/// Launches `$kernel` with the tile named `$tile` (one of [`tiles`]; an
-/// unknown name is the smallest tile) on a grid of [`blocks`] for `$m x $n`,
-/// in pairs for a name ending in " pairs".
-macro_rules! launch_with_tile {
-    ($tile:expr, $kernel:ident::<$T:ty>, $stream:expr, ($m:expr, $n:expr), $($arg:expr),*) => {{
-        let t: &str = $tile;
-        let on = |bm, bn| grid(t, blocks($m, $n, bm, bn));
-        match t.trim_end_matches(" pairs") {
-            "128x256x64" => $kernel::launch::<$T, 128, 256, 64>($stream, on(128, 256), $($arg),*),
-            "128x256x32" => $kernel::launch::<$T, 128, 256, 32>($stream, on(128, 256), $($arg),*),
-            "64x256x64" => $kernel::launch::<$T, 64, 256, 64>($stream, on(64, 256), $($arg),*),
-            "64x256x32" => $kernel::launch::<$T, 64, 256, 32>($stream, on(64, 256), $($arg),*),
-            "128x128x64" => $kernel::launch::<$T, 128, 128, 64>($stream, on(128, 128), $($arg),*),
-            "128x128x32" => $kernel::launch::<$T, 128, 128, 32>($stream, on(128, 128), $($arg),*),
-            "64x128x64" => $kernel::launch::<$T, 64, 128, 64>($stream, on(64, 128), $($arg),*),
-            "64x128x32" => $kernel::launch::<$T, 64, 128, 32>($stream, on(64, 128), $($arg),*),
-            "64x64x64" => $kernel::launch::<$T, 64, 64, 64>($stream, on(64, 64), $($arg),*),
-            _ => $kernel::launch::<$T, 64, 64, 32>($stream, on(64, 64), $($arg),*),
+impl Tile {
+    /// `bm x bn x bk`, blocks not in pairs.
+    pub const fn new(bm: usize, bn: usize, bk: usize) -> Tile {
+        Tile {
+            bm,
+            bn,
+            bk,
+            pairs: false,
         }
-    }};
+    }
+
+    /// The const parameters' values that select this tile's specialization.
+    fn consts(self) -> [usize; 3] {
+        [self.bm, self.bn, self.bk]
+    }
+
+    /// The grid for an output of `m x n`: [`blocks`], in pairs for a paired tile.
+    fn grid(self, m: usize, n: usize) -> tile::Grid {
+        let grid = tile::Grid::from(blocks(m, n, self.bm, self.bn));
+        if self.pairs { grid.in_pairs() } else { grid }
+    }
 }
 
-/// `c = a @ b` with one of [`tiles`] (an unknown name is the smallest tile).
+impl fmt::Display for Tile {
+    /// "128x256x64", or "128x256x64 pairs": the name the tuner caches.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let pairs = if self.pairs { " pairs" } else { "" };
+        f.pad(&format!("{}x{}x{}{pairs}", self.bm, self.bn, self.bk))
+    }
+}
+
+/// The tiles `kernel` is built with for element type `T`, widest first:
+/// its attribute's lists, less the combinations it skips; then, in pairs,
+/// those with a variant whose blocks run in pairs (f32 operands on
+/// sm_90a: faster on some problems, an LM head, slower on others,
+/// squares, so the tuner decides).
+fn built_tiles<T: Element>(kernel: &KernelSpec) -> Vec<Tile> {
+    let types = [T::DTYPE];
+    let mut tiles: Vec<Tile> = kernel
+        .specializations(&types)
+        .iter()
+        .map(|c| Tile::new(c[0] as usize, c[1] as usize, c[2] as usize))
+        .collect();
+    tiles.sort_by_key(|t| std::cmp::Reverse((t.bn, t.bm, t.bk)));
+    let paired: Vec<Tile> = tiles
+        .iter()
+        .filter(|t| kernel.pairs_blocks(&types, &t.consts().map(|c| c as i64)))
+        .map(|&t| Tile { pairs: true, ..t })
+        .collect();
+    tiles.extend(paired);
+    tiles
+}
+
+/// The tiles [`matmul`] (and [`linear`], built alike) is built with for
+/// `T`: what [`run`] tunes over.
+pub fn tiles<T: Element>() -> Vec<Tile> {
+    built_tiles::<T>(&matmul::KERNEL)
+}
+
+/// Of `tiles`, those worth timing on `stream`'s device: paired ones only
+/// on sm_90a, the one target with paired variants; elsewhere they would
+/// launch as their unpaired twins and be timed twice.
+fn candidates(tiles: Vec<Tile>, stream: &Stream) -> Vec<Tile> {
+    let pairs = stream.device().target() == tile::Target::Sm90a;
+    tiles.into_iter().filter(|t| pairs || !t.pairs).collect()
+}
+
+/// `c = a @ b` with `tile` (one of [`tiles`]; another is a
+/// `tile::Error::NotBuilt`).
 pub fn launch_tile<T: Element>(
     stream: &Stream,
-    tile: &str,
+    tile: Tile,
     a: &Tensor<T>,
     b: &Tensor<T>,
     c: &mut Tensor<T>,
 ) -> tile::Result<()> {
     let (m, n) = (a.shape()[0], b.shape().get(1).copied().unwrap_or(0));
-    launch_with_tile!(tile, matmul::<T>, stream, (m, n), a, b, c)
+    matmul::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), a, b, c)
 }
 
-/// `y = x @ w^T + b` (GELU after if `gelu`) with one of [`tiles`].
+/// `y = x @ w^T + b` (GELU after if `gelu`) with `tile` (one of [`tiles`]).
 pub fn launch_linear_tile<T: Element>(
     stream: &Stream,
-    tile: &str,
+    tile: Tile,
     (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
     y: &mut Tensor<T>,
     gelu: bool,
 ) -> tile::Result<()> {
     let (m, n) = (x.shape()[0], w.shape()[0]);
-    launch_with_tile!(tile, linear::<T>, stream, (m, n), x, w, b, y, gelu as i32)
+    linear::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
 }
 
 fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
@@ -124,8 +122,8 @@ fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
 }
 
 /// `c = a @ b` with the tile shape tuned for this problem class; returns
-/// that tile's name (one of [`tiles`]).
-pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<&'static str> {
+/// that tile (one of [`tiles`]).
+pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
     let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
     let (m, k, n) = (sa[0], sa[1], sb[1]);
     let key = format!(
@@ -135,13 +133,12 @@ pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Te
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &candidates::<T>(stream), |tile| {
-        launch_tile(stream, tile, a, b, c)
-    })
+    let tiles = candidates(built_tiles::<T>(&linear::KERNEL), stream);
+    tune(stream, &key, &tiles, |tile| launch_tile(stream, tile, a, b, c))
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for
-/// this problem class; returns that tile's name.
+/// this problem class; returns that tile.
 pub fn run_linear<T: Element>(
     stream: &Stream,
     x: &Tensor<T>,
@@ -149,7 +146,7 @@ pub fn run_linear<T: Element>(
     b: &Tensor<T>,
     y: &mut Tensor<T>,
     gelu: bool,
-) -> tile::Result<&'static str> {
+) -> tile::Result<Tile> {
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
     let (m, k, n) = (sx[0], sx[1], sw[0]);
     let key = format!(
@@ -159,7 +156,8 @@ pub fn run_linear<T: Element>(
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &candidates::<T>(stream), |tile| {
+    let tiles = candidates(built_tiles::<T>(&linear::KERNEL), stream);
+    tune(stream, &key, &tiles, |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
@@ -171,12 +169,17 @@ pub fn run_linear<T: Element>(
 /// covers fewer columns, take taller groups. The linear layers below group
 /// alike (GPT-2's LM head as `linear`, 64x256 tiles in groups of 32
 /// tile-rows: +4% on an H100 against groups of 8).
+///
+/// The specializations are [`run`]'s tuning candidates ([`tiles`]). Not
+/// built: f32 with a K-step of 64, whose fragments would spill registers,
+/// and 128x64 tiles, which the tuner chose on no shape, on either path
+/// (H100, BENCHMARKS.md).
 #[tile::kernel(
     T = [f16, bf16, f32],
     BM = [64, 128],
     BN = [64, 128, 256],
     BK = [32, 64],
-    skip = [(T = f32, BK = 64)]
+    skip = [(T = f32, BK = 64), (BM = 128, BN = 64)]
 )]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
     let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8 * BN / BM);
@@ -194,13 +197,14 @@ pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
 
 /// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1: a linear layer with
 /// `x: [M, K]`, `w: [N, K]` (PyTorch's layout, read transposed in place),
-/// `b: [N]`, `y: [M, N]`. Grid: [`blocks`]`(M, N, BM, BN)`.
+/// `b: [N]`, `y: [M, N]`. Grid: [`blocks`]`(M, N, BM, BN)`. Built as
+/// [`matmul`] is, for [`run_linear`] to tune.
 #[tile::kernel(
     T = [f16, bf16, f32],
     BM = [64, 128],
     BN = [64, 128, 256],
     BK = [32, 64],
-    skip = [(T = f32, BK = 64)]
+    skip = [(T = f32, BK = 64), (BM = 128, BN = 64)]
 )]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
@@ -273,4 +277,45 @@ pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
         acc = mma(x, y, acc);
     }
     c.store([batch, m, n], acc.reshape([1, BM, BN]).cast::<T>());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tile::bf16;
+
+    #[test]
+    fn tiles_are_the_attributes_specializations_widest_first() {
+        let names = |tiles: Vec<Tile>| tiles.iter().map(Tile::to_string).collect::<Vec<_>>();
+        let bn_bm = ["256x128", "256x64", "128x128", "128x64", "64x64"];
+        // 16-bit: every listed combination, none in pairs.
+        let want: Vec<String> = bn_bm
+            .iter()
+            .flat_map(|s| {
+                let (bn, bm) = s.split_once('x').unwrap();
+                [64, 32].map(|bk| format!("{bm}x{bn}x{bk}"))
+            })
+            .collect();
+        assert_eq!(names(tiles::<bf16>()), want);
+        // f32: no K-step of 64 (skipped), and each tile again in pairs
+        // (its `wgmma` variants run blocks in clusters of two).
+        let once: Vec<String> = want.iter().filter(|t| t.ends_with("x32")).cloned().collect();
+        let twice: Vec<String> = once
+            .iter()
+            .cloned()
+            .chain(once.iter().map(|t| format!("{t} pairs")))
+            .collect();
+        assert_eq!(names(tiles::<f32>()), twice);
+        assert_eq!(built_tiles::<f32>(&linear::KERNEL), tiles::<f32>());
+        assert_eq!(
+            format!(
+                "{:>18}|",
+                Tile {
+                    pairs: true,
+                    ..Tile::new(64, 128, 32)
+                }
+            ),
+            "   64x128x32 pairs|"
+        );
+    }
 }

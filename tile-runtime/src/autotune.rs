@@ -13,6 +13,7 @@
 
 use crate::{Result, Stream};
 use std::collections::HashMap;
+use std::fmt::Display;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -66,10 +67,11 @@ fn logging() -> bool {
     std::env::var("TILE_LOG").is_ok_and(|v| v.split(',').any(|s| s == "autotune"))
 }
 
-/// The candidate (by its name) to use for `key`: the cached choice, or the
-/// one `measure` finds fastest, which is then cached. Candidates `measure`
-/// rejects are skipped; when tuning is off, the first candidate.
-pub fn choose<'c>(key: &str, candidates: &[&'c str], measure: impl FnMut(&str) -> Result<f64>) -> Result<&'c str> {
+/// The candidate to use for `key`: the cached choice (candidates are
+/// cached by their names, as `Display` writes them), or the one `measure`
+/// finds fastest, which is then cached. Candidates `measure` rejects are
+/// skipped; when tuning is off, the first candidate.
+pub fn choose<C: Copy + Display>(key: &str, candidates: &[C], measure: impl FnMut(C) -> Result<f64>) -> Result<C> {
     if !enabled() {
         return Ok(candidates[0]);
     }
@@ -77,20 +79,20 @@ pub fn choose<'c>(key: &str, candidates: &[&'c str], measure: impl FnMut(&str) -
 }
 
 /// [`choose`] with an explicit memory cache and cache file.
-fn choose_in<'c>(
+fn choose_in<C: Copy + Display>(
     cache: &Mutex<HashMap<String, String>>,
     file: Option<&std::path::Path>,
     key: &str,
-    candidates: &[&'c str],
-    mut measure: impl FnMut(&str) -> Result<f64>,
-) -> Result<&'c str> {
+    candidates: &[C],
+    mut measure: impl FnMut(C) -> Result<f64>,
+) -> Result<C> {
     assert!(!candidates.is_empty(), "autotuning needs at least one candidate");
     if let Some(c) = cache.lock().expect("autotune cache").get(key) {
-        if let Some(found) = candidates.iter().find(|x| **x == c.as_str()) {
+        if let Some(&found) = candidates.iter().find(|x| x.to_string() == *c) {
             return Ok(found);
         }
     }
-    let mut best: Option<(&str, f64)> = None;
+    let mut best: Option<(C, f64)> = None;
     let mut first_error = None;
     let mut timings = Vec::new();
     for &c in candidates {
@@ -117,7 +119,7 @@ fn choose_in<'c>(
         .lock()
         .expect("autotune cache")
         .insert(key.to_string(), choice.to_string());
-    remember(file, key, choice);
+    remember(file, key, &choice.to_string());
     Ok(choice)
 }
 
@@ -125,12 +127,12 @@ fn choose_in<'c>(
 /// each is run once (loading its module), then timed over five launches.
 /// Runs the chosen candidate last, so the outputs hold its result, and
 /// returns it.
-pub fn tune<'c>(
+pub fn tune<C: Copy + Display>(
     stream: &Stream,
     key: &str,
-    candidates: &[&'c str],
-    mut run: impl FnMut(&str) -> Result<()>,
-) -> Result<&'c str> {
+    candidates: &[C],
+    mut run: impl FnMut(C) -> Result<()>,
+) -> Result<C> {
     let device = stream.device();
     let key = format!("{key}|{}|{}", device.name(), device.target().name());
     let choice = choose(&key, candidates, |c| {

@@ -126,6 +126,27 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// The const parameters' values (in [`KernelSpec::consts`] order) of
+    /// every specialization built for the element types `types`, each once,
+    /// in the attribute's order: what a generated `launch_with` takes.
+    pub fn specializations(&self, types: &[DType]) -> Vec<&'static [i64]> {
+        let mut built: Vec<&'static [i64]> = Vec::new();
+        for v in self.variants.iter().filter(|v| v.types == types) {
+            if !built.contains(&v.consts) {
+                built.push(v.consts);
+            }
+        }
+        built
+    }
+
+    /// Whether the specialization has a variant whose blocks run in pairs
+    /// (see [`crate::Grid::in_pairs`]).
+    pub fn pairs_blocks(&self, types: &[DType], consts: &[i64]) -> bool {
+        self.variants
+            .iter()
+            .any(|v| v.types == types && v.consts == consts && v.cluster > 1)
+    }
+
     /// This specialization's variants made for `target` (`None`: portable)
     /// that `site` can run: paired ones only where it asks for pairs, and
     /// none that needs more shared memory than a block gets there.
