@@ -121,20 +121,33 @@ fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
     Ok(shape.to_vec())
 }
 
-/// `c = a @ b` with the tile shape tuned for this problem class; returns
-/// that tile (one of [`tiles`]).
-pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
-    let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
-    let (m, k, n) = (sa[0], sa[1], sb[1]);
+/// Tunes `launch` over `kernel`'s tiles for an `m x k x n` product of `T`
+/// (the key: the kernel's name, the dtype and the size classes), runs the
+/// fastest and returns it.
+fn tuned<T: Element>(
+    stream: &Stream,
+    kernel: &KernelSpec,
+    (m, k, n): (usize, usize, usize),
+    launch: impl FnMut(Tile) -> tile::Result<()>,
+) -> tile::Result<Tile> {
     let key = format!(
-        "matmul|{}|{}x{}x{}",
+        "{}|{}|{}x{}x{}",
+        kernel.name,
         T::DTYPE,
         size_class(m),
         size_class(k),
         size_class(n)
     );
-    let tiles = candidates(built_tiles::<T>(&linear::KERNEL), stream);
-    tune(stream, &key, &tiles, |tile| launch_tile(stream, tile, a, b, c))
+    tune(stream, &key, &candidates(built_tiles::<T>(kernel), stream), launch)
+}
+
+/// `c = a @ b` with the tile shape tuned for this problem class; returns
+/// that tile (one of [`tiles`]).
+pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
+    let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
+    tuned::<T>(stream, &matmul::KERNEL, (sa[0], sa[1], sb[1]), |tile| {
+        launch_tile(stream, tile, a, b, c)
+    })
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for
@@ -148,16 +161,7 @@ pub fn run_linear<T: Element>(
     gelu: bool,
 ) -> tile::Result<Tile> {
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
-    let (m, k, n) = (sx[0], sx[1], sw[0]);
-    let key = format!(
-        "linear|{}|{}x{}x{}",
-        T::DTYPE,
-        size_class(m),
-        size_class(k),
-        size_class(n)
-    );
-    let tiles = candidates(built_tiles::<T>(&linear::KERNEL), stream);
-    tune(stream, &key, &tiles, |tile| {
+    tuned::<T>(stream, &linear::KERNEL, (sx[0], sx[1], sw[0]), |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
