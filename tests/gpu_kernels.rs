@@ -705,7 +705,8 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     // SAFETY (test): set before the first tuned launch of this process reads it.
     unsafe { std::env::set_var("TILE_CACHE_DIR", &dir) };
     let mut rng = Rng::new(19);
-    let (m, k, n) = (300, 200, 500);
+    // Enough 64x64 blocks for a wave on any GPU, so every tile is timed.
+    let (m, k, n) = (1000, 200, 1200);
     let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
     let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
     let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
@@ -755,6 +756,24 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), 2e-3);
     });
 
+    // A projection with the residual after it, at a GPT layer's size: under
+    // one wave even of the smallest tile, which is then used untimed.
+    let (m, k, n) = (100, 128, 384);
+    let x = host::<f32>(&rng.normals(m * k, 1.0), &[m, k]);
+    let w = host::<f32>(&rng.normals(n * k, 0.3), &[n, k]);
+    let bias = host::<f32>(&rng.normals(n, 1.0), &[n]);
+    let residual = host::<f32>(&rng.normals(m * n, 1.0), &[m, n]);
+    let mut want = poisoned::<f32>(&[m, n]);
+    let grid = matmul::blocks(m, n, 64, 64);
+    matmul::linear_residual::cpu::<f32, 64, 64, 32>(grid, &x, &w, &bias, &residual, &mut want).unwrap();
+    let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&bias).unwrap());
+    let rd = s.upload(&residual).unwrap();
+    let mut yd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
+    let tile_residual = matmul::run_linear_residual(&s, (&xd, &wd, &bd), &rd, &mut yd).unwrap();
+    assert_eq!(tile_residual, matmul::Tile::new(64, 64, 32));
+    let what = "untimed f32 linear_residual";
+    assert_close(what, &values(&s.download(&yd).unwrap()), &values(&want), 2e-3);
+
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
     // Keys are the kernel, dtype, size classes, GPU and target; values the tile.
     let remembered = |key: &str, tile: matmul::Tile| {
@@ -763,7 +782,9 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
             .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))
     };
     assert!(
-        remembered("matmul|bf16|320x224x512|", tile) && remembered("linear|bf16|320x224x512|", tile_linear),
+        remembered("matmul|bf16|1024x224x1280|", tile)
+            && remembered("linear|bf16|1024x224x1280|", tile_linear)
+            && !cached.contains("linear_residual|"),
         "{cached}"
     );
     std::fs::remove_dir_all(&dir).ok();

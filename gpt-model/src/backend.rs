@@ -4,7 +4,7 @@
 
 use crate::Result;
 use tile::{HostTensor, Stream, Tensor};
-use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
+use tile_kernels::{attention, embedding, matmul, norm, softmax};
 
 /// The operations a GPT forward pass needs, on f32 tensors.
 pub trait Backend {
@@ -37,10 +37,16 @@ pub trait Backend {
         out: &mut Self::Tensor,
         gelu: bool,
     ) -> Result<()>;
+    /// `out = residual + x @ w^T + b`: a projection and the residual
+    /// connection after it, in one kernel.
+    fn linear_residual(
+        &self,
+        weights: (&Self::Tensor, &Self::Tensor, &Self::Tensor),
+        residual: &Self::Tensor,
+        out: &mut Self::Tensor,
+    ) -> Result<()>;
     /// Causal attention of `qkv: [B, T, 3C]` into `out: [B, T, C]`.
     fn attention(&self, qkv: &Self::Tensor, out: &mut Self::Tensor, heads: usize) -> Result<()>;
-    /// `x += r` over flat tensors of `n` elements.
-    fn residual_add(&self, x: &mut Self::Tensor, r: &Self::Tensor) -> Result<()>;
 }
 
 /// LayerNorm tile width for rows of `c` channels.
@@ -54,6 +60,13 @@ fn rows_of(shape: &[usize]) -> usize {
 
 fn scale_of(head_size: usize) -> f32 {
     1.0 / (head_size as f32).sqrt()
+}
+
+/// The grid of the CPU versions of the linear kernels, with the 64x64
+/// tiles they run with (one tile shape is as exact as another there; the
+/// GPU tunes its own).
+fn cpu_linear_grid(x: &HostTensor<f32>, w: &HostTensor<f32>) -> u32 {
+    matmul::blocks(x.shape()[0], w.shape()[0], 64, 64)
 }
 
 /// Runs kernels on a GPU stream.
@@ -123,16 +136,17 @@ impl Backend for Gpu {
         out: &mut Tensor<f32>,
         gelu: bool,
     ) -> Result<()> {
-        let grid = linear::grid(x.shape()[0], w.shape()[0]);
-        Ok(linear::linear_ffma::launch::<f32, 16, 64, 8>(
-            &self.stream,
-            grid,
-            x,
-            w,
-            b,
-            out,
-            gelu as i32,
-        )?)
+        matmul::run_linear(&self.stream, x, w, b, out, gelu)?;
+        Ok(())
+    }
+    fn linear_residual(
+        &self,
+        weights: (&Tensor<f32>, &Tensor<f32>, &Tensor<f32>),
+        residual: &Tensor<f32>,
+        out: &mut Tensor<f32>,
+    ) -> Result<()> {
+        matmul::run_linear_residual(&self.stream, weights, residual, out)?;
+        Ok(())
     }
     fn attention(&self, qkv: &Tensor<f32>, out: &mut Tensor<f32>, heads: usize) -> Result<()> {
         let (batch, t, c) = (qkv.shape()[0], qkv.shape()[1], out.shape()[2]);
@@ -141,15 +155,6 @@ impl Backend for Gpu {
             32 => attention::causal_attention::launch::<f32, 16, 16, 32>(&self.stream, grid, qkv, out, h, scale),
             _ => attention::causal_attention::launch::<f32, 16, 16, 64>(&self.stream, grid, qkv, out, h, scale),
         }?)
-    }
-    fn residual_add(&self, x: &mut Tensor<f32>, r: &Tensor<f32>) -> Result<()> {
-        let grid = x.len().div_ceil(4096) as u32;
-        Ok(elementwise::residual_add::launch::<f32, 4096>(
-            &self.stream,
-            grid,
-            x,
-            r,
-        )?)
     }
 }
 
@@ -216,14 +221,18 @@ impl Backend for Cpu {
         out: &mut HostTensor<f32>,
         gelu: bool,
     ) -> Result<()> {
-        let grid = linear::grid(x.shape()[0], w.shape()[0]);
-        Ok(linear::linear_ffma::cpu::<f32, 16, 64, 8>(
-            grid,
-            x,
-            w,
-            b,
-            out,
-            gelu as i32,
+        let grid = cpu_linear_grid(x, w);
+        Ok(matmul::linear::cpu::<f32, 64, 64, 32>(grid, x, w, b, out, gelu as i32)?)
+    }
+    fn linear_residual(
+        &self,
+        (x, w, b): (&HostTensor<f32>, &HostTensor<f32>, &HostTensor<f32>),
+        residual: &HostTensor<f32>,
+        out: &mut HostTensor<f32>,
+    ) -> Result<()> {
+        let grid = cpu_linear_grid(x, w);
+        Ok(matmul::linear_residual::cpu::<f32, 64, 64, 32>(
+            grid, x, w, b, residual, out,
         )?)
     }
     fn attention(&self, qkv: &HostTensor<f32>, out: &mut HostTensor<f32>, heads: usize) -> Result<()> {
@@ -233,9 +242,5 @@ impl Backend for Cpu {
             32 => attention::causal_attention::cpu::<f32, 16, 16, 32>(grid, qkv, out, h, scale),
             _ => attention::causal_attention::cpu::<f32, 16, 16, 64>(grid, qkv, out, h, scale),
         }?)
-    }
-    fn residual_add(&self, x: &mut HostTensor<f32>, r: &HostTensor<f32>) -> Result<()> {
-        let grid = x.len().div_ceil(4096) as u32;
-        Ok(elementwise::residual_add::cpu::<f32, 4096>(grid, x, r)?)
     }
 }

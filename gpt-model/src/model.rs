@@ -106,9 +106,9 @@ impl<B: Backend> Gpt<B> {
         let mut att = backend.empty(&[1, t, c])?;
         backend.attention(&qkv, &mut att, self.config.n_head)?;
         let att = backend.reshape(att, &[t, c])?;
-        let mut proj = backend.empty(&[t, c])?;
-        backend.linear(&att, &p.c_proj.0, &p.c_proj.1, &mut proj, false)?;
-        self.residual(backend, x, proj, t)
+        let mut out = backend.empty(&[t, c])?;
+        backend.linear_residual((&att, &p.c_proj.0, &p.c_proj.1), &x, &mut out)?;
+        Ok(out)
     }
 
     /// `x + proj(gelu(fc(ln_2(x))))`.
@@ -118,16 +118,8 @@ impl<B: Backend> Gpt<B> {
         backend.layer_norm(&x, &p.ln_2.0, &p.ln_2.1, &mut h)?;
         let mut fc = backend.empty(&[t, 4 * c])?;
         backend.linear(&h, &p.c_fc.0, &p.c_fc.1, &mut fc, true)?;
-        let mut proj = backend.empty(&[t, c])?;
-        backend.linear(&fc, &p.mlp_proj.0, &p.mlp_proj.1, &mut proj, false)?;
-        self.residual(backend, x, proj, t)
-    }
-
-    /// `x + r` for `[t, C]` tensors (the kernel sees them flat).
-    fn residual(&self, backend: &B, x: B::Tensor, r: B::Tensor, t: usize) -> Result<B::Tensor> {
-        let n = t * self.config.n_embd;
-        let mut x = backend.reshape(x, &[n])?;
-        backend.residual_add(&mut x, &backend.reshape(r, &[n])?)?;
-        backend.reshape(x, &[t, self.config.n_embd])
+        let mut out = backend.empty(&[t, c])?;
+        backend.linear_residual((&fc, &p.mlp_proj.0, &p.mlp_proj.1), &x, &mut out)?;
+        Ok(out)
     }
 }

@@ -112,6 +112,25 @@ pub fn launch_linear_tile<T: Element>(
     linear::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
 }
 
+/// Of `tiles`, those worth timing for an `m x n` output on a GPU of
+/// `multiprocessors` SMs. When even the smallest tile's grid is under one
+/// wave (fewer blocks than SMs), every block runs at once and takes one
+/// K-loop's time, which a smaller tile shortens: the smallest tile (the
+/// longest K-step of those) is the choice, untimed: launches of a few
+/// microseconds differ by noise only, and timing them all cost the GPT's
+/// first `generate` 4 s (H100).
+fn worth_timing(tiles: Vec<Tile>, (m, n): (usize, usize), multiprocessors: usize) -> Vec<Tile> {
+    let smallest = tiles
+        .iter()
+        .filter(|t| !t.pairs)
+        .min_by_key(|t| (t.bm * t.bn, std::cmp::Reverse(t.bk)))
+        .copied();
+    match smallest {
+        Some(t) if (blocks(m, n, t.bm, t.bn) as usize) < multiprocessors => vec![t],
+        _ => tiles,
+    }
+}
+
 fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
     if shape.len() != rank {
         return Err(tile::Error::Shape(format!(
@@ -138,7 +157,9 @@ fn tuned<T: Element>(
         size_class(k),
         size_class(n)
     );
-    tune(stream, &key, &candidates(built_tiles::<T>(kernel), stream), launch)
+    let tiles = candidates(built_tiles::<T>(kernel), stream);
+    let tiles = worth_timing(tiles, (m, n), stream.device().multiprocessors());
+    tune(stream, &key, &tiles, launch)
 }
 
 /// `c = a @ b` with the tile shape tuned for this problem class; returns
@@ -163,6 +184,33 @@ pub fn run_linear<T: Element>(
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
     tuned::<T>(stream, &linear::KERNEL, (sx[0], sx[1], sw[0]), |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
+    })
+}
+
+/// `y = residual + x @ w^T + b` with `tile` (one [`linear_residual`] is
+/// built with; another is a `tile::Error::NotBuilt`).
+pub fn launch_linear_residual_tile<T: Element>(
+    stream: &Stream,
+    tile: Tile,
+    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
+    residual: &Tensor<T>,
+    y: &mut Tensor<T>,
+) -> tile::Result<()> {
+    let (m, n) = (x.shape()[0], w.shape()[0]);
+    linear_residual::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, residual, y)
+}
+
+/// `y = residual + x @ w^T + b` with the tile shape tuned for this problem
+/// class; returns that tile.
+pub fn run_linear_residual<T: Element>(
+    stream: &Stream,
+    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
+    residual: &Tensor<T>,
+    y: &mut Tensor<T>,
+) -> tile::Result<Tile> {
+    let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
+    tuned::<T>(stream, &linear_residual::KERNEL, (sx[0], sx[1], sw[0]), |tile| {
+        launch_linear_residual_tile(stream, tile, (x, w, b), residual, y)
     })
 }
 
@@ -311,6 +359,11 @@ mod tests {
             .collect();
         assert_eq!(names(tiles::<f32>()), twice);
         assert_eq!(built_tiles::<f32>(&linear::KERNEL), tiles::<f32>());
+        // Under one wave of 64x64 blocks, only the smallest tile (longest
+        // K-step) is a candidate; from one wave on, all are.
+        assert_eq!(names(worth_timing(tiles::<bf16>(), (128, 512), 132)), ["64x64x64"]);
+        assert_eq!(names(worth_timing(tiles::<f32>(), (7, 87), 132)), ["64x64x32"]);
+        assert_eq!(worth_timing(tiles::<f32>(), (768, 768), 132), tiles::<f32>());
         assert_eq!(
             format!(
                 "{:>18}|",

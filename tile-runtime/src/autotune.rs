@@ -12,7 +12,7 @@
 //! launches whose result doesn't depend on what the output held before.
 
 use crate::{Result, Stream};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::io::Write;
 use std::path::PathBuf;
@@ -67,10 +67,21 @@ fn logging() -> bool {
     std::env::var("TILE_LOG").is_ok_and(|v| v.split(',').any(|s| s == "autotune"))
 }
 
+/// Logs a lone candidate's use, once per key (it is used on every call,
+/// and cached nowhere: a problem of the same class may have more candidates).
+fn log_once(key: &str, only: impl Display) {
+    static LOGGED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let logged = LOGGED.get_or_init(Default::default);
+    if logging() && logged.lock().expect("autotune log").insert(key.to_string()) {
+        eprintln!("tile autotune: {key} -> {only} (the only candidate: not timed)");
+    }
+}
+
 /// The candidate to use for `key`: the cached choice (candidates are
 /// cached by their names, as `Display` writes them), or the one `measure`
 /// finds fastest, which is then cached. Candidates `measure` rejects are
-/// skipped; when tuning is off, the first candidate.
+/// skipped; when tuning is off, the first candidate; a lone candidate is
+/// used without measuring it.
 pub fn choose<C: Copy + Display>(key: &str, candidates: &[C], measure: impl FnMut(C) -> Result<f64>) -> Result<C> {
     if !enabled() {
         return Ok(candidates[0]);
@@ -87,6 +98,10 @@ fn choose_in<C: Copy + Display>(
     mut measure: impl FnMut(C) -> Result<f64>,
 ) -> Result<C> {
     assert!(!candidates.is_empty(), "autotuning needs at least one candidate");
+    if let [only] = candidates {
+        log_once(key, only);
+        return Ok(*only);
+    }
     if let Some(c) = cache.lock().expect("autotune cache").get(key) {
         if let Some(&found) = candidates.iter().find(|x| x.to_string() == *c) {
             return Ok(found);
@@ -185,6 +200,14 @@ mod tests {
         let later = choose_in(&reloaded, None, "k|test|gpu", &["a", "b", "c"], |_| panic!("on disk")).unwrap();
         assert_eq!(later, "b");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_lone_candidate_is_used_unmeasured_and_not_cached() {
+        let cache = Mutex::new(HashMap::new());
+        let pick = choose_in(&cache, None, "k|lone|gpu", &["only"], |_| panic!("measured")).unwrap();
+        assert_eq!(pick, "only");
+        assert!(cache.lock().unwrap().is_empty());
     }
 
     #[test]

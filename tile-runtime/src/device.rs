@@ -107,6 +107,12 @@ impl Device {
         &self.name
     }
 
+    /// Streaming multiprocessors: how many blocks run at once, one per SM
+    /// (132 on an H100 SXM).
+    pub fn multiprocessors(&self) -> usize {
+        self.sm_count as usize
+    }
+
     /// (major, minor), e.g. (9, 0) for H100/H200.
     pub fn compute_capability(&self) -> (i32, i32) {
         self.capability
