@@ -555,6 +555,22 @@ fn persistent_blocks_run_long_k_loops() {
     assert_launched_on_sm90a(&d, &["linear_bf16_128_128_64_wgmma", "linear_f32_64_256_32_wgmma"]);
 }
 
+/// `matmul::run_batched` on six 300x64 by 64x500 products (a wave of
+/// 64x64 blocks on any GPU, so its tiles are timed) against the CPU.
+fn tuned_batched_case<T: Num>(s: &Stream, rng: &mut Rng, tol: f64) {
+    use tile_kernels::matmul;
+    let (batch, m, k, n) = (6, 300, 64, 500);
+    let a = host::<T>(&rng.normals(batch * m * k, 1.0), &[batch, m, k]);
+    let b = host::<T>(&rng.normals(batch * k * n, 1.0), &[batch, k, n]);
+    let mut cd = s.upload(&poisoned::<T>(&[batch, m, n])).unwrap();
+    let tile = matmul::run_batched(s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
+    let mut want = poisoned::<T>(&[batch, m, n]);
+    let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
+    matmul::batched_matmul::cpu::<T, 64, 64, 32>(grid, &a, &b, &mut want).unwrap();
+    let what = format!("tuned batched_matmul {}, {tile}", T::DTYPE);
+    assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
+}
+
 fn long_k_case<T: Num>(s: &Stream, rng: &mut Rng, (m, n, k): (usize, usize, usize), tol: f64) {
     use tile_kernels::matmul;
     let (x, w, b) = (rng.normals(m * k, 1.0), rng.normals(n * k, 0.3), rng.normals(n, 1.0));
@@ -756,6 +772,10 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), 2e-3);
     });
 
+    // Batched: the batch counts toward a wave and is part of the key.
+    tuned_batched_case::<bf16>(&s, &mut rng, bf16::TOL);
+    tuned_batched_case::<f32>(&s, &mut rng, 2e-3);
+
     // A projection with the residual after it, at a GPT layer's size: under
     // one wave even of the smallest tile, which is then used untimed.
     let (m, k, n) = (100, 128, 384);
@@ -784,6 +804,8 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     assert!(
         remembered("matmul|bf16|1024x224x1280|", tile)
             && remembered("linear|bf16|1024x224x1280|", tile_linear)
+            && cached.contains("batched_matmul|bf16|6x320x64x512|")
+            && cached.contains("batched_matmul|f32|6x320x64x512|")
             && !cached.contains("linear_residual|"),
         "{cached}"
     );

@@ -112,21 +112,21 @@ pub fn launch_linear_tile<T: Element>(
     linear::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
 }
 
-/// Of `tiles`, those worth timing for an `m x n` output on a GPU of
+/// Of `tiles`, those worth timing for `batch` outputs `m x n` on a GPU of
 /// `multiprocessors` SMs. When even the smallest tile's grid is under one
 /// wave (fewer blocks than SMs), every block runs at once and takes one
 /// K-loop's time, which a smaller tile shortens: the smallest tile (the
 /// longest K-step of those) is the choice, untimed: launches of a few
 /// microseconds differ by noise only, and timing them all cost the GPT's
 /// first `generate` 4 s (H100).
-fn worth_timing(tiles: Vec<Tile>, (m, n): (usize, usize), multiprocessors: usize) -> Vec<Tile> {
+fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multiprocessors: usize) -> Vec<Tile> {
     let smallest = tiles
         .iter()
         .filter(|t| !t.pairs)
         .min_by_key(|t| (t.bm * t.bn, std::cmp::Reverse(t.bk)))
         .copied();
     match smallest {
-        Some(t) if (blocks(m, n, t.bm, t.bn) as usize) < multiprocessors => vec![t],
+        Some(t) if batch * (blocks(m, n, t.bm, t.bn) as usize) < multiprocessors => vec![t],
         _ => tiles,
     }
 }
@@ -140,17 +140,20 @@ fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
     Ok(shape.to_vec())
 }
 
-/// Tunes `launch` over `kernel`'s tiles for an `m x k x n` product of `T`
-/// (the key: the kernel's name, the dtype and the size classes), runs the
-/// fastest and returns it.
+/// Tunes `launch` over `kernel`'s tiles for `batch` products `m x k x n`
+/// of `T` (the key: the kernel's name, the dtype and the size classes, the
+/// batch's only for a batched kernel, `Some(batch)`), runs the fastest and
+/// returns it.
 fn tuned<T: Element>(
     stream: &Stream,
     kernel: &KernelSpec,
+    batch: Option<usize>,
     (m, k, n): (usize, usize, usize),
     launch: impl FnMut(Tile) -> tile::Result<()>,
 ) -> tile::Result<Tile> {
+    let batch_class = batch.map_or(String::new(), |b| format!("{}x", size_class(b)));
     let key = format!(
-        "{}|{}|{}x{}x{}",
+        "{}|{}|{batch_class}{}x{}x{}",
         kernel.name,
         T::DTYPE,
         size_class(m),
@@ -158,7 +161,8 @@ fn tuned<T: Element>(
         size_class(n)
     );
     let tiles = candidates(built_tiles::<T>(kernel), stream);
-    let tiles = worth_timing(tiles, (m, n), stream.device().multiprocessors());
+    let outputs = (batch.unwrap_or(1), m, n);
+    let tiles = worth_timing(tiles, outputs, stream.device().multiprocessors());
     tune(stream, &key, &tiles, launch)
 }
 
@@ -166,7 +170,7 @@ fn tuned<T: Element>(
 /// that tile (one of [`tiles`]).
 pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
     let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
-    tuned::<T>(stream, &matmul::KERNEL, (sa[0], sa[1], sb[1]), |tile| {
+    tuned::<T>(stream, &matmul::KERNEL, None, (sa[0], sa[1], sb[1]), |tile| {
         launch_tile(stream, tile, a, b, c)
     })
 }
@@ -182,7 +186,7 @@ pub fn run_linear<T: Element>(
     gelu: bool,
 ) -> tile::Result<Tile> {
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
-    tuned::<T>(stream, &linear::KERNEL, (sx[0], sx[1], sw[0]), |tile| {
+    tuned::<T>(stream, &linear::KERNEL, None, (sx[0], sx[1], sw[0]), |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
@@ -209,9 +213,42 @@ pub fn run_linear_residual<T: Element>(
     y: &mut Tensor<T>,
 ) -> tile::Result<Tile> {
     let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
-    tuned::<T>(stream, &linear_residual::KERNEL, (sx[0], sx[1], sw[0]), |tile| {
+    tuned::<T>(stream, &linear_residual::KERNEL, None, (sx[0], sx[1], sw[0]), |tile| {
         launch_linear_residual_tile(stream, tile, (x, w, b), residual, y)
     })
+}
+
+/// `c[i] = a[i] @ b[i]` with `tile` (one [`batched_matmul`] is built with).
+pub fn launch_batched_tile<T: Element>(
+    stream: &Stream,
+    tile: Tile,
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &mut Tensor<T>,
+) -> tile::Result<()> {
+    // Sizes of the wrong rank launch an empty grid, which the launch then
+    // rejects with the kernel's own rank error.
+    let dim = |t: &Tensor<T>, i: usize| t.shape().get(i).copied().unwrap_or(0);
+    let (batch, m, n) = (dim(a, 0), dim(a, 1), dim(b, 2));
+    let grid = tile::Grid {
+        y: batch as u32,
+        ..tile.grid(m, n)
+    };
+    batched_matmul::launch_with::<T>(stream, &tile.consts(), grid, a, b, c)
+}
+
+/// `c[i] = a[i] @ b[i]` for `a: [B, M, K]`, `b: [B, K, N]`, with the tile
+/// shape tuned for this problem class (the batch's included); returns that
+/// tile.
+pub fn run_batched<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
+    let (sa, sb) = (dims(a.shape(), 3, "a")?, dims(b.shape(), 3, "b")?);
+    tuned::<T>(
+        stream,
+        &batched_matmul::KERNEL,
+        Some(sa[0]),
+        (sa[1], sa[2], sb[2]),
+        |tile| launch_batched_tile(stream, tile, a, b, c),
+    )
 }
 
 /// `c = a @ b`. A 1-D grid of [`blocks`] blocks; `group_tiles` hands
@@ -361,9 +398,11 @@ mod tests {
         assert_eq!(built_tiles::<f32>(&linear::KERNEL), tiles::<f32>());
         // Under one wave of 64x64 blocks, only the smallest tile (longest
         // K-step) is a candidate; from one wave on, all are.
-        assert_eq!(names(worth_timing(tiles::<bf16>(), (128, 512), 132)), ["64x64x64"]);
-        assert_eq!(names(worth_timing(tiles::<f32>(), (7, 87), 132)), ["64x64x32"]);
-        assert_eq!(worth_timing(tiles::<f32>(), (768, 768), 132), tiles::<f32>());
+        assert_eq!(names(worth_timing(tiles::<bf16>(), (1, 128, 512), 132)), ["64x64x64"]);
+        assert_eq!(names(worth_timing(tiles::<f32>(), (1, 7, 87), 132)), ["64x64x32"]);
+        assert_eq!(worth_timing(tiles::<f32>(), (1, 768, 768), 132), tiles::<f32>());
+        // A batch of small products can fill a wave.
+        assert_eq!(worth_timing(tiles::<f32>(), (12, 128, 512), 132), tiles::<f32>());
         assert_eq!(
             format!(
                 "{:>18}|",
