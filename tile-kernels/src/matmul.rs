@@ -116,9 +116,9 @@ pub fn launch_linear_tile<T: Element>(
 /// `multiprocessors` SMs. When even the smallest tile's grid is under one
 /// wave (fewer blocks than SMs), every block runs at once and takes one
 /// K-loop's time, which a smaller tile shortens: the smallest tile (the
-/// longest K-step of those) is the choice, untimed: launches of a few
-/// microseconds differ by noise only, and timing them all cost the GPT's
-/// first `generate` 4 s (H100).
+/// longest K-step of those) is the choice, untimed. (The GPT's layers are
+/// such products: launches of a few microseconds that timing told apart
+/// by noise only, at a cost of 4 s on the first `generate`, H100.)
 fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multiprocessors: usize) -> Vec<Tile> {
     let smallest = tiles
         .iter()

@@ -107,8 +107,8 @@ impl Device {
         &self.name
     }
 
-    /// Streaming multiprocessors: how many blocks run at once, one per SM
-    /// (132 on an H100 SXM).
+    /// Streaming multiprocessors (132 on an H100 SXM): a grid of fewer
+    /// blocks leaves some of them idle.
     pub fn multiprocessors(&self) -> usize {
         self.sm_count as usize
     }
