@@ -740,3 +740,79 @@ fn group_tiles_visits_every_tile_once_in_groups_of_rows() {
     tile_order::launch(&s, (tm * tn) as u32, &mut od, tm as i32, tn as i32).unwrap();
     same(&s, "group_tiles", &od, &order, 0.0);
 }
+
+// ---- two products in one loop, one of a computed tile: attention with `mma` ---------------------
+
+/// Causal attention of one sequence with both products on the tensor cores:
+/// the scores `q @ k^T`, then `p @ v` with `p` computed in the loop (the
+/// online softmax's numerators), not loaded. `q, k, v, out: [T, D]`;
+/// weights `2^(scale * q.k)`, normalized.
+#[tile::kernel(T = [f32, bf16], BQ = [32], BK = [32], D = [64])]
+fn mma_attention<T, const BQ: usize, const BK: usize, const D: usize>(
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    out: &mut Tensor<T>,
+    scale: f32,
+) {
+    let qb = block_id(0);
+    let qt = q.load([qb, 0], [BQ, D]);
+    let q_pos = (qb * BQ + arange(BQ)).reshape([BQ, 1]);
+    let mut m = full([BQ, 1], f32::NEG_INFINITY);
+    let mut l = zeros([BQ, 1]);
+    let mut acc = zeros([BQ, D]);
+    for j in 0..cdiv((qb + 1) * BQ, BK) {
+        let k_pos = (j * BK + arange(BK)).reshape([1, BK]);
+        let s = mma(qt, k.load([j, 0], [BK, D]).transpose(), zeros([BQ, BK])) * scale;
+        let s = select(k_pos <= q_pos, s, f32::NEG_INFINITY);
+        let m_new = max(m, s.max(1));
+        let p = exp2(s - m_new);
+        let alpha = exp2(m - m_new);
+        l = l * alpha + p.sum(1);
+        acc = mma(p.cast::<T>(), v.load([j, 0], [BK, D]), acc * alpha);
+        m = m_new;
+    }
+    out.store([qb, 0], (acc / l).cast::<T>());
+}
+
+fn mma_attention_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, t: usize, tol: f64) {
+    let (dim, scale) = (64, 0.125f32);
+    let [q, k, v] = [0, 1, 2].map(|_| host::<T>(&rng.normals(t * dim, 1.0), &[t, dim]));
+    let (qv, kv, vv) = (values(&q), values(&k), values(&v));
+    let mut reference = vec![0.0; t * dim];
+    for i in 0..t {
+        let s: Vec<f64> = (0..=i)
+            .map(|j| scale as f64 * (0..dim).map(|e| qv[i * dim + e] * kv[j * dim + e]).sum::<f64>())
+            .collect();
+        let top = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = s.iter().map(|x| (x - top).exp2()).collect();
+        let total: f64 = w.iter().sum();
+        for e in 0..dim {
+            reference[i * dim + e] = (0..=i).map(|j| w[j] * vv[j * dim + e]).sum::<f64>() / total;
+        }
+    }
+    let mut want = host::<T>(&vec![f64::NAN; t * dim], &[t, dim]);
+    mma_attention::cpu::<T, 32, 32, 64>(cdiv(t, 32), &q, &k, &v, &mut want, scale).unwrap();
+    let what = format!("mma attention {} T={t}", T::DTYPE);
+    // The CPU's `mma` is exact; `p` is rounded to `T` before the second product.
+    assert_close(&what, &values(&want), &reference, T::TOL.max(1e-5));
+    let Some(d) = d else { return };
+    let s = d.stream();
+    let [qd, kd, vd] = [&q, &k, &v].map(|x| s.upload(x).unwrap());
+    on_every_path(d, || {
+        let mut od = s.upload(&host::<T>(&vec![f64::NAN; t * dim], &[t, dim])).unwrap();
+        mma_attention::launch::<T, 32, 32, 64>(&s, cdiv(t, 32), &qd, &kd, &vd, &mut od, scale).unwrap();
+        same(&s, &what, &od, &want, tol);
+    });
+}
+
+#[test]
+fn mma_multiplies_computed_tiles_in_a_loop() {
+    let mut rng = Rng::new(31);
+    let d = tile::testing::gpu_or_skip("mma_multiplies_computed_tiles_in_a_loop");
+    // A sequence shorter than one tile, and a ragged one of several.
+    for t in [20, 133] {
+        mma_attention_case::<f32>(d.as_ref(), &mut rng, t, 2e-3);
+        mma_attention_case::<bf16>(d.as_ref(), &mut rng, t, bf16::TOL);
+    }
+}
