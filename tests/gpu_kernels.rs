@@ -268,6 +268,42 @@ fn bad_arguments_are_typed_errors_not_launches() {
         matches!(&e, tile::Error::NotBuilt { kernel: "matmul", consts } if consts == &[128, 64, 32]),
         "{e}"
     );
+    // Operands whose sizes disagree, caught before anything is tuned or
+    // launched: the tile masks would otherwise compute a partial product.
+    use tile_kernels::matmul;
+    let shape_error = |e: tile::Error, starts: &str| {
+        assert!(matches!(&e, tile::Error::Shape(m) if m.starts_with(starts)), "{e}");
+    };
+    let short_k = s.zeros::<bf16>(&[32, 128]).unwrap();
+    shape_error(
+        matmul::run(&s, &a, &short_k, &mut c).unwrap_err(),
+        "b must be [64, 128]",
+    );
+    let mut small_c = s.zeros::<bf16>(&[64, 128]).unwrap();
+    shape_error(
+        matmul::run(&s, &a, &b, &mut small_c).unwrap_err(),
+        "c must be [128, 128]",
+    );
+    let w = s.zeros::<bf16>(&[128, 64]).unwrap();
+    let short_bias = s.zeros::<bf16>(&[100]).unwrap();
+    let e = matmul::run_linear(&s, &a, &w, &short_bias, &mut c, false).unwrap_err();
+    shape_error(e, "b must be [128]");
+    let bias = s.zeros::<bf16>(&[128]).unwrap();
+    let e = matmul::run_linear_residual(&s, (&a, &w, &bias), &small_c, &mut c).unwrap_err();
+    shape_error(e, "residual must be [128, 128]");
+    let (a3, b3) = (
+        s.zeros::<bf16>(&[2, 128, 64]).unwrap(),
+        s.zeros::<bf16>(&[3, 64, 128]).unwrap(),
+    );
+    let mut c3 = s.zeros::<bf16>(&[2, 128, 128]).unwrap();
+    shape_error(
+        matmul::run_batched(&s, &a3, &b3, &mut c3).unwrap_err(),
+        "b must be [2, 64, 128]",
+    );
+    shape_error(
+        matmul::run_batched(&s, &a, &b, &mut c).unwrap_err(),
+        "a must have rank 3",
+    );
     // Nothing above reached the GPU: the stream is healthy.
     s.synchronize().unwrap();
 }

@@ -1,9 +1,13 @@
 //! Matrix products on the tensor cores: `c = a @ b` with `a: [M, K]`,
 //! `b: [K, N]`, row-major, accumulated in f32 (`mma`), stored as `T`.
 //!
-//! [`run`] and [`run_linear`] pick the tile shape by autotuning (see
-//! `tile::autotune`): the first problem of each size class on a GPU times the
-//! candidates, later ones reuse the choice.
+//! [`run`], [`run_linear`], [`run_linear_residual`] and [`run_batched`]
+//! pick the tile shape by autotuning (see `tile::autotune`): the first
+//! problem of each size class on a GPU times the candidates, later ones
+//! reuse the choice. They, and the `launch_*_tile`
+//! functions that run one tile shape, check that the operands' shapes
+//! agree (`tile::Error::Shape` naming the one that does not) before
+//! anything is launched.
 
 use std::fmt;
 use tile::autotune::{size_class, tune};
@@ -96,7 +100,7 @@ pub fn launch_tile<T: Element>(
     b: &Tensor<T>,
     c: &mut Tensor<T>,
 ) -> tile::Result<()> {
-    let (m, n) = (a.shape()[0], b.shape().get(1).copied().unwrap_or(0));
+    let (m, _, n) = matmul_sizes(a, b, c)?;
     matmul::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), a, b, c)
 }
 
@@ -108,7 +112,7 @@ pub fn launch_linear_tile<T: Element>(
     y: &mut Tensor<T>,
     gelu: bool,
 ) -> tile::Result<()> {
-    let (m, n) = (x.shape()[0], w.shape()[0]);
+    let (m, _, n) = linear_sizes((x, w, b), None, y)?;
     linear::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
 }
 
@@ -131,13 +135,61 @@ fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multipro
     }
 }
 
-fn dims(shape: &[usize], rank: usize, what: &str) -> tile::Result<Vec<usize>> {
-    if shape.len() != rank {
-        return Err(tile::Error::Shape(format!(
-            "{what} must have rank {rank}, got shape {shape:?}"
-        )));
+/// The `N` sizes of `shape`, or a `tile::Error::Shape` unless it has `N` dimensions.
+fn dims<const N: usize>(what: &str, shape: &[usize]) -> tile::Result<[usize; N]> {
+    shape
+        .try_into()
+        .map_err(|_| tile::Error::Shape(format!("{what} must have rank {N}, got shape {shape:?}")))
+}
+
+/// A `tile::Error::Shape` for the first of `tensors` (name, shape, the
+/// shape the product needs) that differs, saying where the need comes from.
+fn expect_shapes(from: &str, tensors: &[(&str, &[usize], &[usize])]) -> tile::Result<()> {
+    match tensors.iter().find(|(_, got, want)| got != want) {
+        Some((name, got, want)) => Err(tile::Error::Shape(format!(
+            "{name} must be {want:?} ({from}), got {got:?}"
+        ))),
+        None => Ok(()),
     }
-    Ok(shape.to_vec())
+}
+
+/// `(m, k, n)` of `c = a @ b`, the operands' shapes checked against each other.
+fn matmul_sizes<T: Element>(a: &Tensor<T>, b: &Tensor<T>, c: &Tensor<T>) -> tile::Result<(usize, usize, usize)> {
+    let ([m, k], [_, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
+    let from = format!("c = a @ b with a: [M, K] = [{m}, {k}]");
+    expect_shapes(&from, &[("b", b.shape(), &[k, n]), ("c", c.shape(), &[m, n])])?;
+    Ok((m, k, n))
+}
+
+/// `(m, k, n)` of `y = [residual +] x @ w^T + b`, the shapes checked.
+fn linear_sizes<T: Element>(
+    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
+    residual: Option<&Tensor<T>>,
+    y: &Tensor<T>,
+) -> tile::Result<(usize, usize, usize)> {
+    let ([m, k], [n, _]) = (dims("x", x.shape())?, dims("w", w.shape())?);
+    let from = format!("y = x @ w^T + b with x: [M, K] = [{m}, {k}], w: [N, K] = [{n}, ..]");
+    let (nk, n1, mn) = ([n, k], [n], [m, n]);
+    let mut tensors = vec![("w", w.shape(), &nk[..]), ("b", b.shape(), &n1[..])];
+    tensors.extend(residual.map(|r| ("residual", r.shape(), &mn[..])));
+    tensors.push(("y", y.shape(), &mn));
+    expect_shapes(&from, &tensors)?;
+    Ok((m, k, n))
+}
+
+/// `(batch, (m, k, n))` of `c[i] = a[i] @ b[i]`, the shapes checked.
+fn batched_sizes<T: Element>(
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    c: &Tensor<T>,
+) -> tile::Result<(usize, (usize, usize, usize))> {
+    let ([batch, m, k], [_, _, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
+    let from = format!("c[i] = a[i] @ b[i] with a: [B, M, K] = [{batch}, {m}, {k}]");
+    expect_shapes(
+        &from,
+        &[("b", b.shape(), &[batch, k, n]), ("c", c.shape(), &[batch, m, n])],
+    )?;
+    Ok((batch, (m, k, n)))
 }
 
 /// Tunes `launch` over `kernel`'s tiles for `batch` products `m x k x n`
@@ -169,8 +221,8 @@ fn tuned<T: Element>(
 /// `c = a @ b` with the tile shape tuned for this problem class; returns
 /// that tile (one of [`tiles`]).
 pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
-    let (sa, sb) = (dims(a.shape(), 2, "a")?, dims(b.shape(), 2, "b")?);
-    tuned::<T>(stream, &matmul::KERNEL, None, (sa[0], sa[1], sb[1]), |tile| {
+    let sizes = matmul_sizes(a, b, c)?;
+    tuned::<T>(stream, &matmul::KERNEL, None, sizes, |tile| {
         launch_tile(stream, tile, a, b, c)
     })
 }
@@ -185,8 +237,8 @@ pub fn run_linear<T: Element>(
     y: &mut Tensor<T>,
     gelu: bool,
 ) -> tile::Result<Tile> {
-    let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
-    tuned::<T>(stream, &linear::KERNEL, None, (sx[0], sx[1], sw[0]), |tile| {
+    let sizes = linear_sizes((x, w, b), None, y)?;
+    tuned::<T>(stream, &linear::KERNEL, None, sizes, |tile| {
         launch_linear_tile(stream, tile, (x, w, b), y, gelu)
     })
 }
@@ -200,7 +252,7 @@ pub fn launch_linear_residual_tile<T: Element>(
     residual: &Tensor<T>,
     y: &mut Tensor<T>,
 ) -> tile::Result<()> {
-    let (m, n) = (x.shape()[0], w.shape()[0]);
+    let (m, _, n) = linear_sizes((x, w, b), Some(residual), y)?;
     linear_residual::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, residual, y)
 }
 
@@ -212,8 +264,8 @@ pub fn run_linear_residual<T: Element>(
     residual: &Tensor<T>,
     y: &mut Tensor<T>,
 ) -> tile::Result<Tile> {
-    let (sx, sw) = (dims(x.shape(), 2, "x")?, dims(w.shape(), 2, "w")?);
-    tuned::<T>(stream, &linear_residual::KERNEL, None, (sx[0], sx[1], sw[0]), |tile| {
+    let sizes = linear_sizes((x, w, b), Some(residual), y)?;
+    tuned::<T>(stream, &linear_residual::KERNEL, None, sizes, |tile| {
         launch_linear_residual_tile(stream, tile, (x, w, b), residual, y)
     })
 }
@@ -226,10 +278,7 @@ pub fn launch_batched_tile<T: Element>(
     b: &Tensor<T>,
     c: &mut Tensor<T>,
 ) -> tile::Result<()> {
-    // Sizes of the wrong rank launch an empty grid, which the launch then
-    // rejects with the kernel's own rank error.
-    let dim = |t: &Tensor<T>, i: usize| t.shape().get(i).copied().unwrap_or(0);
-    let (batch, m, n) = (dim(a, 0), dim(a, 1), dim(b, 2));
+    let (batch, (m, _, n)) = batched_sizes(a, b, c)?;
     let grid = tile::Grid {
         y: batch as u32,
         ..tile.grid(m, n)
@@ -241,14 +290,10 @@ pub fn launch_batched_tile<T: Element>(
 /// shape tuned for this problem class (the batch's included); returns that
 /// tile.
 pub fn run_batched<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
-    let (sa, sb) = (dims(a.shape(), 3, "a")?, dims(b.shape(), 3, "b")?);
-    tuned::<T>(
-        stream,
-        &batched_matmul::KERNEL,
-        Some(sa[0]),
-        (sa[1], sa[2], sb[2]),
-        |tile| launch_batched_tile(stream, tile, a, b, c),
-    )
+    let (batch, sizes) = batched_sizes(a, b, c)?;
+    tuned::<T>(stream, &batched_matmul::KERNEL, Some(batch), sizes, |tile| {
+        launch_batched_tile(stream, tile, a, b, c)
+    })
 }
 
 /// `c = a @ b`. A 1-D grid of [`blocks`] blocks; `group_tiles` hands
