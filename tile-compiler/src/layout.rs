@@ -9,7 +9,7 @@
 
 use crate::dtype::DType;
 use crate::ir::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Bit `1` of dimension `0` is written `(0, 1)`.
 pub type Bit = (usize, u32);
@@ -436,6 +436,8 @@ pub fn assign_layouts(func: &mut Func, path: MmaPath, vectorized: &[usize]) -> L
             vec: 16 / min_bytes,
             layouts: HashMap::new(),
             flexible: HashMap::new(),
+            provisional: HashSet::new(),
+            loops: Vec::new(),
             cache: vec![HashMap::new()],
             preferred,
             conversions: Vec::new(),
@@ -507,6 +509,22 @@ pub enum MmaPath {
     Wgmma,
 }
 
+/// A loop whose body is being laid out.
+struct LoopScope {
+    /// Values the body (and the loop itself) defines, and the first value
+    /// id the pass created for it: every later one is the body's too.
+    inside: HashSet<ValueId>,
+    first_new: ValueId,
+    /// Conversions of loop-invariant tiles, to go before the loop.
+    hoisted: Vec<Op>,
+}
+
+impl LoopScope {
+    fn defines(&self, v: ValueId) -> bool {
+        v >= self.first_new || self.inside.contains(&v)
+    }
+}
+
 struct Pass<'a> {
     values: Vec<crate::dtype::Ty>,
     num_warps: u32,
@@ -517,6 +535,13 @@ struct Pass<'a> {
     layouts: Layouts,
     /// Definitions re-created at each use.
     flexible: HashMap<ValueId, OpKind>,
+    /// Loop-carried tiles whose layout is a first guess (the initial value
+    /// could be made in any): element-wise ops take their other operand's
+    /// layout, which the loop then carries ([`Pass::for_loop`]).
+    provisional: HashSet<ValueId>,
+    /// The loops being laid out, innermost last: conversions of tiles
+    /// computed before a loop go before it, not into its body.
+    loops: Vec<LoopScope>,
     /// Re-created or converted copies, per scope: (value, layout) -> copy.
     cache: Vec<HashMap<(ValueId, Layout), ValueId>>,
     /// Layouts to load some tiles in (from the first pass).
@@ -587,11 +612,17 @@ impl Pass<'_> {
         self.values.push(ty);
         let nv = self.values.len() - 1;
         self.layouts.insert(nv, l.clone());
-        out.push(Op {
+        let op = Op {
             kind,
             results: vec![nv],
             span,
-        });
+        };
+        // A loop-invariant tile is converted once, before the loop
+        // (attention's queries, an `mma` operand in every iteration).
+        match self.loops.last_mut() {
+            Some(scope) if matches!(op.kind, OpKind::Convert(_)) && !scope.defines(v) => scope.hoisted.push(op),
+            _ => out.push(op),
+        }
         self.cache.last_mut().expect("scope").insert(key, nv);
         nv
     }
@@ -677,7 +708,8 @@ impl Pass<'_> {
                 let operands = op.kind.operands();
                 let anchor = operands
                     .iter()
-                    .find(|v| self.is_tile(**v) && !self.flexible.contains_key(v))
+                    .filter(|v| self.is_tile(**v) && !self.flexible.contains_key(v))
+                    .min_by_key(|v| self.provisional.contains(v))
                     .copied();
                 let l = match anchor {
                     Some(a) => self.layouts[&a].clone(),
@@ -776,12 +808,25 @@ impl Pass<'_> {
             .iter()
             .map(|&v| self.is_tile(v).then(|| self.natural(v)))
             .collect();
+        let mut inside = defined_in(&body);
+        inside.insert(var);
+        inside.extend(&args);
         let mut attempt = 0;
-        let (new_body, new_yields) = loop {
+        let (new_body, new_yields, hoisted) = loop {
             attempt += 1;
-            for (a, l) in args.iter().zip(&carried) {
+            self.loops.push(LoopScope {
+                inside: inside.clone(),
+                first_new: self.values.len(),
+                hoisted: Vec::new(),
+            });
+            for ((a, l), init) in args.iter().zip(&carried).zip(&inits) {
                 if let Some(l) = l {
                     self.layouts.insert(*a, l.clone());
+                }
+                if attempt == 1 && l.is_some() && self.flexible.contains_key(init) {
+                    self.provisional.insert(*a);
+                } else {
+                    self.provisional.remove(a);
                 }
             }
             self.cache.push(HashMap::new());
@@ -801,10 +846,15 @@ impl Pass<'_> {
                 ys.push(self.materialize(y, &l, &mut b, span));
             }
             self.cache.pop();
+            let scope = self.loops.pop().expect("loop scope");
             if !changed {
-                break (b, ys);
+                break (b, ys, scope.hoisted);
             }
         };
+        out.extend(hoisted);
+        for a in &args {
+            self.provisional.remove(a);
+        }
         let new_inits: Vec<ValueId> = inits
             .iter()
             .zip(&carried)

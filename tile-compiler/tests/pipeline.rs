@@ -845,3 +845,44 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
     assert!(vs.ptx.contains("cp.async.cg.shared.global") && vs.ptx.contains("ldmatrix"));
     assert!(!vs.ptx.contains("st.global.v") && vs.ptx.contains("st.global.b16"));
 }
+
+/// The PTX of the first loop's body: from its label to the branch back.
+fn loop_body(ptx: &str) -> &str {
+    let start = ptx.find("$Lloop1:").expect("loop");
+    let end = ptx.find("bra $Lloop1;").expect("branch back");
+    &ptx[start..end]
+}
+
+/// Flash attention's loop: the row statistics it carries (`m`, `l`) stay
+/// in the layout of the scores they are reduced from, and the queries are
+/// converted into `mma` fragments once, before the loop; so the body moves
+/// nothing through shared memory but the pipeline's staged keys and values.
+#[test]
+fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once() {
+    let k = compile(
+        "BQ = [128], BK = [64], D = [64], num_warps = 4",
+        "fn attention<const BQ: usize, const BK: usize, const D: usize>(
+            q: &Tensor<bf16>, k: &Tensor<bf16>, v: &Tensor<bf16>, out: &mut Tensor<bf16>,
+        ) {
+            let qb = block_id(0);
+            let qt = q.load([qb, 0], [BQ, D]);
+            let mut m = full([BQ, 1], f32::NEG_INFINITY);
+            let mut l = zeros([BQ, 1]);
+            let mut acc = zeros([BQ, D]);
+            for j in 0..cdiv(k.shape(0), BK) {
+                let s = mma(qt, k.load([j, 0], [BK, D]).transpose(), zeros([BQ, BK]));
+                let m_new = max(m, s.max(1));
+                let p = exp2(s - m_new);
+                let alpha = exp2(m - m_new);
+                l = l * alpha + p.sum(1);
+                acc = mma(p.cast::<bf16>(), v.load([j, 0], [BK, D]), acc * alpha);
+                m = m_new;
+            }
+            out.store([qb, 0], (acc / l).cast::<bf16>());
+        }",
+    );
+    let body = loop_body(ptx(&k, true));
+    assert!(body.contains("cp.async") && body.contains("mma.sync"));
+    assert!(!body.contains("st.shared") && !body.contains("ld.shared"), "{body}");
+    assert_eq!(body.matches("bar.sync").count(), 1, "one barrier: the pipeline's");
+}

@@ -71,8 +71,8 @@ const LOOP_REGISTERS: usize = 8;
 /// The blocks per SM a kernel with a `cp.async` `mma` pipeline declares
 /// (`.minnctapersm`): as many as shared memory holds (its stages are sized
 /// for that occupancy, [`pipeline`]), but no more than leave each thread
-/// the registers its loop holds live (`live_registers`: accumulator, two
-/// K-steps' fragments, copy addresses), and at least one. ptxas then
+/// the registers its loop holds live (`live_registers`: accumulators, two
+/// K-steps' fragments, operands held whole, copy addresses), and at least one. ptxas then
 /// spends registers up to that occupancy and no further. Left to its own
 /// heuristics it squeezed some such kernels into 128 registers, where they
 /// spilled (tf32 with one-instruction rounding), and gave others a few
@@ -559,9 +559,10 @@ struct Lower<'a> {
     /// done at any of its uses, or `None` once one came while a pipeline
     /// was under way.
     scratch_after: Option<Option<usize>>,
-    /// The most registers a thread's `mma.sync` step holds live: its
-    /// accumulator, and two K-steps' operand fragments (one in use, the
-    /// next being read), 32 bits each.
+    /// The registers a thread's `mma.sync` steps hold live: each `mma`'s
+    /// accumulator and two K-steps' operand fragments (one in use, the next
+    /// being read), 32 bits each, summed over the kernel's `mma`s, which in
+    /// a loop are live together (attention's scores, while `p @ v` runs).
     mma_live_registers: usize,
     /// The most `cp.async` copies a thread issues per tile of a pipelined
     /// loop: each holds its address's advance from the copy before.

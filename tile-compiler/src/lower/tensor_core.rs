@@ -464,7 +464,15 @@ impl Lower<'_> {
         // ([`super::blocks_per_sm`]).
         let packed = |frag: Fragment| if tf32 { frag.len() } else { frag.len() / 2 };
         let step_registers = tm / 16 * packed(a_frag) + tn / 8 * packed(b_frag);
-        self.mma_live_registers = self.mma_live_registers.max(out.len() + 2 * step_registers);
+        // Operands not read from a pipeline's stage a K-step at a time are
+        // held whole: computed in the loop, or loaded before it (attention's
+        // queries).
+        let held: usize = [(a, &ra), (b, &rb)]
+            .iter()
+            .filter(|(v, _)| !self.staged_reads.contains_key(v))
+            .map(|(_, r)| if tf32 { r.len() } else { r.len() / 2 })
+            .sum();
+        self.mma_live_registers += out.len() + 2 * step_registers + held;
         let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
         let ty = arith_type(if tf32 { DType::F32 } else { dtype });
         let ty = if tf32 { "tf32" } else { ty };
