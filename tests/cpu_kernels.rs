@@ -167,26 +167,51 @@ fn linear_layer_with_and_without_gelu() {
 #[test]
 fn causal_attention_matches_softmax_attention() {
     let mut rng = Rng::new(7);
-    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 70, 2, 64)] {
+    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 70, 2, 64), (1, 200, 1, 64)] {
         let c = heads * d;
         let qkv = rng.normals(batch * t * 3 * c, 1.0);
         let qt = host::<f32>(&qkv, &[batch, t, 3 * c]);
-        let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
-        let scale = 1.0 / (d as f32).sqrt();
-        let grid = attention::grid(batch, t, heads);
-        match d {
-            32 => attention::causal_attention::cpu::<f32, 16, 16, 32>(grid, &qt, &mut out, heads as i32, scale),
-            _ => attention::causal_attention::cpu::<f32, 16, 16, 64>(grid, &qt, &mut out, heads as i32, scale),
-        }
-        .unwrap();
         let want = attention_ref(&qkv, batch, t, c, heads);
-        assert_close(
-            &format!("attention b={batch} t={t} h={heads} d={d}"),
-            &values(&out),
-            &want,
-            1e-5,
-        );
+        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, 1.0 / (d as f32).sqrt());
+        // Every step size built for f32 (64 keys with heads of 64 is not).
+        for bk in [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32) {
+            let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
+            match (bk, d) {
+                (32, 32) => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, &qt, &mut out, h, scale),
+                (32, _) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale),
+                _ => attention::causal_attention::cpu::<f32, 128, 64, 32>(grid, &qt, &mut out, h, scale),
+            }
+            .unwrap();
+            let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk}");
+            assert_close(&what, &values(&out), &want, 1e-5);
+        }
     }
+}
+
+#[test]
+fn attention_shapes_are_checked() {
+    assert_eq!(attention::sizes(&[2, 10, 384], &[2, 10, 128], 4).unwrap(), (2, 10, 32));
+    let err = |qkv: &[usize], out: &[usize], heads| attention::sizes(qkv, out, heads).unwrap_err().to_string();
+    assert_eq!(
+        err(&[2, 10, 384], &[2, 9, 128], 4),
+        "out must be [2, 10, 128] (attention over qkv: [B, T, 3C] = [2, 10, 384]), got [2, 9, 128]"
+    );
+    assert_eq!(
+        err(&[2, 10, 385], &[2, 10, 128], 4),
+        "qkv must be [2, 10, 384] (attention over qkv: [B, T, 3C] = [2, 10, 385]), got [2, 10, 385]"
+    );
+    assert_eq!(
+        err(&[10, 384], &[10, 128], 4),
+        "qkv must have rank 3, got shape [10, 384]"
+    );
+    assert_eq!(
+        err(&[2, 10, 384], &[2, 10, 128], 8),
+        "attention takes heads of 32 or 64 columns: C = 128 in 8 heads"
+    );
+    assert_eq!(
+        err(&[2, 10, 384], &[2, 10, 128], 0),
+        "attention takes heads of 32 or 64 columns: C = 128 in 0 heads"
+    );
 }
 
 #[test]

@@ -340,43 +340,50 @@ fn linear_matches_cpu_reference() {
     }
 }
 
-fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, batch: usize, t: usize, heads: usize, d: usize) {
+/// Causal attention on the tensor cores against the f64 reference: the
+/// step size `attention::run` picks, then every other one built for `T`
+/// (f32 multiplies through tf32: `tol` 2e-3; bf16 rounds `p` too).
+fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, (batch, t, heads, d): (usize, usize, usize, usize), tol: f64) {
     let c = heads * d;
     let qkv = host::<T>(&rng.normals(batch * t * 3 * c, 1.0), &[batch, t, 3 * c]);
+    let want = attention_ref(&values(&qkv), batch, t, c, heads);
     let qd = s.upload(&qkv).unwrap();
-    let mut want = poisoned::<T>(&[batch, t, c]);
-    let mut od = s.upload(&want).unwrap();
-    let scale = 1.0 / (d as f32).sqrt();
-    let grid = attention::grid(batch, t, heads);
-    let h = heads as i32;
-    match d {
-        32 => {
-            attention::causal_attention::launch::<T, 16, 16, 32>(s, grid, &qd, &mut od, h, scale).unwrap();
-            attention::causal_attention::cpu::<T, 16, 16, 32>(grid, &qkv, &mut want, h, scale).unwrap();
-        }
-        _ => {
-            attention::causal_attention::launch::<T, 16, 16, 64>(s, grid, &qd, &mut od, h, scale).unwrap();
-            attention::causal_attention::cpu::<T, 16, 16, 64>(grid, &qkv, &mut want, h, scale).unwrap();
-        }
-    }
     let what = format!("attention {} b={batch} t={t} h={heads} d={d}", T::DTYPE);
-    assert_close(
-        &what,
-        &values(&s.download(&od).unwrap()),
-        &values(&want),
-        T::TOL.max(1e-5),
-    );
+    let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
+    attention::run(s, &qd, &mut od, heads).unwrap();
+    assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
+    let built = |bk: usize| !(T::DTYPE == tile::DType::F32 && bk == 64 && d == 64);
+    for bk in [32, 64]
+        .into_iter()
+        .filter(|&bk| bk != attention::keys_per_step::<T>() && built(bk))
+    {
+        let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
+        let (grid, scale) = (attention::grid(batch, t, heads), 1.0 / (d as f32).sqrt());
+        let consts = [attention::BQ, bk, d];
+        attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale).unwrap();
+        let what = format!("{what} keys per step {bk}");
+        assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
+    }
 }
 
 #[test]
-fn attention_matches_cpu_reference() {
-    let Some((_, s)) = gpu("attention_matches_cpu_reference") else {
+fn attention_matches_f64_reference() {
+    let Some((_, s)) = gpu("attention_matches_f64_reference") else {
         return;
     };
     let mut rng = Rng::new(16);
-    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 128, 4, 32), (3, 70, 2, 64)] {
-        attention_case::<f32>(&s, &mut rng, batch, t, heads, d);
-        attention_case::<bf16>(&s, &mut rng, batch, t, heads, d);
+    // One token; ragged lengths within and across 128-query blocks; GPT-2's
+    // head size at a length of several blocks.
+    for shape in [
+        (1, 1, 1, 32),
+        (2, 37, 4, 32),
+        (1, 128, 4, 32),
+        (3, 70, 2, 64),
+        (2, 300, 3, 64),
+        (1, 1024, 2, 64),
+    ] {
+        attention_case::<f32>(&s, &mut rng, shape, 2e-3);
+        attention_case::<bf16>(&s, &mut rng, shape, bf16::TOL);
     }
 }
 

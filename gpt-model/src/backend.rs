@@ -58,10 +58,6 @@ fn rows_of(shape: &[usize]) -> usize {
     shape[..shape.len() - 1].iter().product()
 }
 
-fn scale_of(head_size: usize) -> f32 {
-    1.0 / (head_size as f32).sqrt()
-}
-
 /// The grid of the CPU versions of the linear kernels, with the 64x64
 /// tiles they run with (one tile shape is as exact as another there; the
 /// GPU tunes its own).
@@ -149,12 +145,8 @@ impl Backend for Gpu {
         Ok(())
     }
     fn attention(&self, qkv: &Tensor<f32>, out: &mut Tensor<f32>, heads: usize) -> Result<()> {
-        let (batch, t, c) = (qkv.shape()[0], qkv.shape()[1], out.shape()[2]);
-        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, scale_of(c / heads));
-        Ok(match c / heads {
-            32 => attention::causal_attention::launch::<f32, 16, 16, 32>(&self.stream, grid, qkv, out, h, scale),
-            _ => attention::causal_attention::launch::<f32, 16, 16, 64>(&self.stream, grid, qkv, out, h, scale),
-        }?)
+        attention::run(&self.stream, qkv, out, heads)?;
+        Ok(())
     }
 }
 
@@ -236,11 +228,11 @@ impl Backend for Cpu {
         )?)
     }
     fn attention(&self, qkv: &HostTensor<f32>, out: &mut HostTensor<f32>, heads: usize) -> Result<()> {
-        let (batch, t, c) = (qkv.shape()[0], qkv.shape()[1], out.shape()[2]);
-        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, scale_of(c / heads));
-        Ok(match c / heads {
-            32 => attention::causal_attention::cpu::<f32, 16, 16, 32>(grid, qkv, out, h, scale),
-            _ => attention::causal_attention::cpu::<f32, 16, 16, 64>(grid, qkv, out, h, scale),
+        let (batch, t, d) = attention::sizes(qkv.shape(), out.shape(), heads)?;
+        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, 1.0 / (d as f32).sqrt());
+        Ok(match d {
+            32 => attention::causal_attention::cpu::<f32, { attention::BQ }, 32, 32>(grid, qkv, out, h, scale),
+            _ => attention::causal_attention::cpu::<f32, { attention::BQ }, 32, 64>(grid, qkv, out, h, scale),
         }?)
     }
 }

@@ -1,51 +1,104 @@
 //! Causal self-attention, flash style: each block takes `BQ` queries of one
 //! (sequence, head) and streams the keys and values `BK` at a time, keeping a
 //! running maximum and sum (online softmax), so scores never go to memory.
+//! Both products run on the tensor cores: the scores `q @ k^T`, and `p @ v`
+//! with `p` (the softmax's numerators) computed in the loop. Four warps
+//! split the queries, so each row's maximum and sum stay within a warp.
 //!
 //! `qkv: [B, T, 3C]` holds queries, keys and values side by side (as a fused
 //! QKV projection writes them), each split into heads of `D` columns;
-//! `out: [B, T, C]`. Scores and products use the CUDA cores.
+//! `out: [B, T, C]`. f32 inputs multiply through tf32.
+
+use crate::shapes::{dims, expect_shapes};
+use tile::{DType, Element, Stream, Tensor};
+
+/// Queries per block; [`grid`] counts in it.
+pub const BQ: usize = 128;
 
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
-/// Grid: `(cdiv(T, BQ), B * heads)`.
-#[tile::kernel(T = [f32, bf16], BQ = [16], BK = [16], D = [32, 64])]
+/// Grid: [`grid`]. f32 with 64 keys per step and heads of 64 would spill.
+#[tile::kernel(
+    T = [f32, bf16],
+    BQ = [128],
+    BK = [32, 64],
+    D = [32, 64],
+    num_warps = 4,
+    skip = [(T = f32, BK = 64, D = 64)]
+)]
 pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     qkv: &Tensor<T>,
     out: &mut Tensor<T>,
     heads: i32,
     scale: f32,
 ) {
-    let qb = block_id(0);
-    let b = block_id(1) / heads;
-    let h = block_id(1) % heads;
-    // Scores in base 2: exp(s) = exp2(s * log2 e).
-    let q = qkv.load([b, qb, h], [1, BQ, D]).cast::<f32>().reshape([BQ, 1, D]) * (scale * 1.4426950408889634);
+    let b = block_id(0) / heads;
+    let h = block_id(0) % heads;
+    // The last queries see the most keys: their blocks go first, so the
+    // grid ends on short ones.
+    let qb = num_blocks(1) - 1 - block_id(1);
+    let k_head = heads + h;
+    let v_head = 2 * heads + h;
+    // Scores in base 2: exp(x * scale) = exp2(x * scale * log2 e).
+    let to_base2 = scale * 1.4426950408889634;
+    let q = qkv.load([b, qb, h], [1, BQ, D]).reshape([BQ, D]);
     let q_pos = (qb * BQ + arange(BQ)).reshape([BQ, 1]);
     let mut m = full([BQ, 1], f32::NEG_INFINITY);
     let mut l = zeros([BQ, 1]);
     let mut acc = zeros([BQ, D]);
     for j in 0..cdiv((qb + 1) * BQ, BK) {
-        let k = qkv
-            .load([b, j, heads + h], [1, BK, D])
-            .cast::<f32>()
-            .reshape([1, BK, D]);
-        let v = qkv
-            .load([b, j, 2 * heads + h], [1, BK, D])
-            .cast::<f32>()
-            .reshape([1, BK, D]);
-        let k_pos = (j * BK + arange(BK)).reshape([1, BK]);
-        let s = select(k_pos <= q_pos, (q * k).sum(2).reshape([BQ, BK]), f32::NEG_INFINITY);
-        let m_new = max(m, s.max(1));
-        let p = exp2(s - m_new);
+        let k = qkv.load([b, j, k_head], [1, BK, D]).reshape([BK, D]);
+        let v = qkv.load([b, j, v_head], [1, BK, D]).reshape([BK, D]);
+        let mut s = mma(q, k.transpose(), zeros([BQ, BK]));
+        if (j + 1) * BK > qb * BQ {
+            // Keys past some of the block's queries: mask them (causal).
+            let k_pos = (j * BK + arange(BK)).reshape([1, BK]);
+            s = select(k_pos <= q_pos, s, f32::NEG_INFINITY);
+        }
+        let m_new = max(m, s.max(1) * to_base2);
+        let p = exp2(s * to_base2 - m_new);
         let alpha = exp2(m - m_new);
         l = l * alpha + p.sum(1);
-        acc = acc * alpha + (p.reshape([BQ, BK, 1]) * v).sum(1).reshape([BQ, D]);
+        acc = mma(p.cast::<T>(), v, acc * alpha);
         m = m_new;
     }
     out.store([b, qb, h], (acc / l).reshape([1, BQ, D]).cast::<T>());
 }
 
-/// The grid for `batch` sequences of `seq` tokens and `heads` heads.
+/// The grid for `batch` sequences of `seq` tokens and `heads` heads: a
+/// block per (sequence, head) along x, per `BQ` queries along y.
 pub fn grid(batch: usize, seq: usize, heads: usize) -> (u32, u32) {
-    (seq.div_ceil(16) as u32, (batch * heads) as u32)
+    ((batch * heads) as u32, seq.div_ceil(BQ) as u32)
+}
+
+/// Keys per step for element type `T` (a [`causal_attention`] `BK`).
+pub fn keys_per_step<T: Element>() -> usize {
+    if T::DTYPE == DType::F32 { 32 } else { 64 }
+}
+
+/// `(batch, seq, head size)` of attention over `qkv` with `heads` heads
+/// into `out`, the shapes checked: `qkv: [B, T, 3C]`, `out: [B, T, C]`,
+/// heads of 32 or 64 columns.
+pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize, usize, usize)> {
+    let [batch, seq, three_c] = dims("qkv", qkv)?;
+    let c = three_c / 3;
+    let from = format!("attention over qkv: [B, T, 3C] = [{batch}, {seq}, {three_c}]");
+    expect_shapes(
+        &from,
+        &[("qkv", qkv, &[batch, seq, 3 * c]), ("out", out, &[batch, seq, c])],
+    )?;
+    match (heads > 0 && c % heads == 0).then(|| c / heads) {
+        Some(d @ (32 | 64)) => Ok((batch, seq, d)),
+        _ => Err(tile::Error::Shape(format!(
+            "attention takes heads of 32 or 64 columns: C = {c} in {heads} heads"
+        ))),
+    }
+}
+
+/// Causal attention of every head of `qkv` into `out`, softmax scale
+/// `1 / sqrt(D)`; shapes as [`sizes`] checks them.
+pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, heads: usize) -> tile::Result<()> {
+    let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
+    let consts = [BQ, keys_per_step::<T>(), d];
+    let scale = 1.0 / (d as f32).sqrt();
+    causal_attention::launch_with::<T>(stream, &consts, grid(batch, seq, heads), qkv, out, heads as i32, scale)
 }

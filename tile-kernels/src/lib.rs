@@ -12,6 +12,7 @@ pub mod embedding;
 pub mod linear;
 pub mod matmul;
 pub mod norm;
+mod shapes;
 pub mod softmax;
 
 /// Every kernel of this library (also listed by `tile::registered_kernels`).

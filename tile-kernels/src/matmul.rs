@@ -9,6 +9,7 @@
 //! agree (`tile::Error::Shape` naming the one that does not) before
 //! anything is launched.
 
+use crate::shapes::{dims, expect_shapes};
 use std::fmt;
 use tile::autotune::{size_class, tune};
 use tile::{Element, KernelSpec, Stream, Tensor};
@@ -132,24 +133,6 @@ fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multipro
     match smallest {
         Some(t) if batch * (blocks(m, n, t.bm, t.bn) as usize) < multiprocessors => vec![t],
         _ => tiles,
-    }
-}
-
-/// The `N` sizes of `shape`, or a `tile::Error::Shape` unless it has `N` dimensions.
-fn dims<const N: usize>(what: &str, shape: &[usize]) -> tile::Result<[usize; N]> {
-    shape
-        .try_into()
-        .map_err(|_| tile::Error::Shape(format!("{what} must have rank {N}, got shape {shape:?}")))
-}
-
-/// A `tile::Error::Shape` for the first of `tensors` (name, shape, the
-/// shape the product needs) that differs, saying where the need comes from.
-fn expect_shapes(from: &str, tensors: &[(&str, &[usize], &[usize])]) -> tile::Result<()> {
-    match tensors.iter().find(|(_, got, want)| got != want) {
-        Some((name, got, want)) => Err(tile::Error::Shape(format!(
-            "{name} must be {want:?} ({from}), got {got:?}"
-        ))),
-        None => Ok(()),
     }
 }
 
