@@ -32,7 +32,7 @@
 
 mod common;
 
-use common::{median_ms, random};
+use common::{gpu_stream, median_ms, random};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
 use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::matmul::{self, Tile};
@@ -192,16 +192,15 @@ fn compare(
 }
 
 fn main() {
-    let Some(device) = tile::testing::gpu_or_skip("matmul bench") else {
-        return;
-    };
     // Tune afresh, as a program's first call does, not from the choices
-    // of an earlier run. SAFETY: set before anything reads it.
+    // of an earlier run. SAFETY: set before anything reads it, while this
+    // is the only thread.
     let cache = std::env::temp_dir().join(format!("tile-matmul-bench-{}", std::process::id()));
     unsafe { std::env::set_var("TILE_CACHE_DIR", &cache) };
-    let s = device.stream();
+    let Some(s) = gpu_stream("matmul bench") else {
+        return;
+    };
     let blas = CudaBlas::new(s.as_cudarc().clone()).expect("cuBLAS (libcublas) loads");
-    println!("{}", device.name());
     let shapes = [
         (4096, 4096, 4096),
         (8192, 8192, 8192),

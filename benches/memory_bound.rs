@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{median_ms, random};
+use common::{gpu_stream, median_ms, random};
 use std::time::Instant;
 use tile::{Element, Stream, Tensor, bf16};
 use tile_kernels::{elementwise, norm, softmax};
@@ -85,16 +85,9 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
 }
 
 fn main() {
-    let Some(device) = tile::testing::gpu_or_skip("memory_bound bench") else {
+    let Some(s) = gpu_stream("memory_bound bench") else {
         return;
     };
-    let s = device.stream();
-    println!(
-        "{} (sm_{}{})",
-        device.name(),
-        device.compute_capability().0,
-        device.compute_capability().1
-    );
 
     // First launch of a variant loads its module (the driver compiles the PTX).
     let x = s.zeros::<f32>(&[64, 1024]).unwrap();

@@ -3,23 +3,13 @@ timed the same way (CUDA events, median of 40, rotating 4 buffer sets),
 as a fraction of PyTorch's own device-to-device copy in the same run."""
 import torch
 import torch.nn.functional as F
+from torch_timing import median_ms
 
 SETS, REPS = 4, 40
 
 
-def median_ms(f):
-    for i in range(3):
-        f(i % SETS)
-    times = []
-    for i in range(REPS):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        f(i % SETS)
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[REPS // 2]
+def timed(f):
+    return median_ms(f, REPS, SETS, warmups=3)
 
 
 def row(name, dtype, rows, cols, ms, nbytes, copy_gbs):
@@ -33,13 +23,13 @@ def bench(dtype, name, rows, cols):
     w = torch.randn(cols, device="cuda", dtype=dtype)
     b = torch.randn(cols, device="cuda", dtype=dtype)
     nbytes = 2 * rows * cols * xs[0].element_size()
-    copy = median_ms(lambda i: ys[i].copy_(xs[i]))
+    copy = timed(lambda i: ys[i].copy_(xs[i]))
     copy_gbs = nbytes / copy / 1e6
     row("copy", name, rows, cols, copy, nbytes, copy_gbs)
-    row("softmax", name, rows, cols, median_ms(lambda i: F.softmax(xs[i], dim=-1)), nbytes, copy_gbs)
-    row("layer_norm", name, rows, cols, median_ms(lambda i: F.layer_norm(xs[i], (cols,), w, b, 1e-5)), nbytes, copy_gbs)
-    row("rms_norm", name, rows, cols, median_ms(lambda i: F.rms_norm(xs[i], (cols,), w, 1e-5)), nbytes, copy_gbs)
-    row("gelu", name, rows, cols, median_ms(lambda i: F.gelu(xs[i], approximate="tanh")), nbytes, copy_gbs)
+    row("softmax", name, rows, cols, timed(lambda i: F.softmax(xs[i], dim=-1)), nbytes, copy_gbs)
+    row("layer_norm", name, rows, cols, timed(lambda i: F.layer_norm(xs[i], (cols,), w, b, 1e-5)), nbytes, copy_gbs)
+    row("rms_norm", name, rows, cols, timed(lambda i: F.rms_norm(xs[i], (cols,), w, 1e-5)), nbytes, copy_gbs)
+    row("gelu", name, rows, cols, timed(lambda i: F.gelu(xs[i], approximate="tanh")), nbytes, copy_gbs)
 
 
 if __name__ == "__main__":

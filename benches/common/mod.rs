@@ -2,6 +2,15 @@
 
 use tile::{Element, Stream, Tensor};
 
+/// A stream on the first GPU, after printing its name and architecture;
+/// `None` (after one line saying so) without a GPU, as the tests skip.
+pub fn gpu_stream(bench: &str) -> Option<Stream> {
+    let device = tile::testing::gpu_or_skip(bench)?;
+    let (major, minor) = device.compute_capability();
+    println!("{} (sm_{major}{minor})", device.name());
+    Some(device.stream())
+}
+
 /// Median milliseconds of `reps` runs of `f(i)` (after one warm-up run),
 /// each timed with events on `s`; `i` counts the runs, for rotating inputs.
 pub fn median_ms(s: &Stream, reps: usize, mut f: impl FnMut(usize)) -> f64 {

@@ -1,0 +1,65 @@
+//! Causal attention throughput on GPT-2 124M's attention shapes (12 heads of
+//! 64; batch x length 8 x 1024, 4 x 2048 and 2 x 4096): `attention::run`,
+//! and each step size built, in TFLOP/s. Run on a GPU:
+//!
+//! ```text
+//! benches/with_pytorch.sh attention                 # this bench, then PyTorch SDPA on the same shapes
+//! ```
+//!
+//! FLOPs counted: `4 * B * H * T^2 * D / 2`, the two products over the
+//! causal half of the scores, as FlashAttention counts them. Each figure is
+//! the median of 20 launches alternating between two input sets.
+
+mod common;
+
+use common::{gpu_stream, median_ms, random};
+use tile::{Element, Stream, Tensor, bf16};
+use tile_kernels::attention;
+
+const SETS: usize = 2;
+const HEADS: usize = 12;
+const D: usize = 64;
+
+fn tflops(batch: usize, t: usize, ms: f64) -> f64 {
+    4.0 * (batch * HEADS * t * t * D) as f64 / 2.0 / ms / 1e9
+}
+
+fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl Fn(f32) -> T + Copy) {
+    let c = HEADS * D;
+    let qkvs: Vec<Tensor<T>> = (0..SETS)
+        .map(|i| random(s, &[batch, t, 3 * c], i as u64 + 1, -2.0, 2.0, of))
+        .collect();
+    let mut outs: Vec<Tensor<T>> = (0..SETS).map(|_| s.zeros(&[batch, t, c]).unwrap()).collect();
+    let ms = median_ms(s, 20, |i| {
+        attention::run(s, &qkvs[i % SETS], &mut outs[i % SETS], HEADS).unwrap()
+    });
+    let chosen = attention::keys_per_step::<T>();
+    print!(
+        "{dtype:<5} {batch}x{t:<5} h={HEADS} d={D}  run {:>7.1} TFLOP/s ({ms:.3} ms, {chosen} keys per step)",
+        tflops(batch, t, ms)
+    );
+    let grid = attention::grid(batch, t, HEADS);
+    let scale = 1.0 / (D as f32).sqrt();
+    for bk in [32, 64].into_iter().filter(|&bk| bk != chosen) {
+        let consts = [attention::BQ, bk, D];
+        let launch = |i: usize, out: &mut Tensor<T>| {
+            attention::causal_attention::launch_with::<T>(s, &consts, grid, &qkvs[i % SETS], out, HEADS as i32, scale)
+        };
+        if launch(0, &mut outs[0]).is_err() {
+            continue; // not built (f32 with 64 keys per step)
+        }
+        let ms = median_ms(s, 20, |i| launch(i, &mut outs[i % SETS]).unwrap());
+        print!("  {bk} keys per step {:>7.1}", tflops(batch, t, ms));
+    }
+    println!();
+}
+
+fn main() {
+    let Some(s) = gpu_stream("attention bench") else {
+        return;
+    };
+    for (batch, t) in [(8, 1024), (4, 2048), (2, 4096)] {
+        bench::<bf16>(&s, "bf16", batch, t, bf16::from_f32);
+        bench::<f32>(&s, "f32", batch, t, |x| x);
+    }
+}
