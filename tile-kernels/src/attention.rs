@@ -70,7 +70,9 @@ pub fn grid(batch: usize, seq: usize, heads: usize) -> (u32, u32) {
     ((batch * heads) as u32, seq.div_ceil(BQ) as u32)
 }
 
-/// Keys per step for element type `T` (a [`causal_attention`] `BK`).
+/// Keys per step for element type `T` (a [`causal_attention`] `BK`): 64
+/// for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's heads),
+/// 32 for f32 (64 is not built for heads of 64).
 pub fn keys_per_step<T: Element>() -> usize {
     if T::DTYPE == DType::F32 { 32 } else { 64 }
 }
