@@ -13,7 +13,7 @@
 mod common;
 
 use common::{gpu_stream, median_ms, random};
-use tile::{Element, Stream, Tensor, bf16};
+use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::attention;
 
 const SETS: usize = 2;
@@ -60,6 +60,7 @@ fn main() {
     };
     for (batch, t) in [(8, 1024), (4, 2048), (2, 4096)] {
         bench::<bf16>(&s, "bf16", batch, t, bf16::from_f32);
+        bench::<f16>(&s, "f16", batch, t, f16::from_f32);
         bench::<f32>(&s, "f32", batch, t, |x| x);
     }
 }

@@ -42,4 +42,5 @@ if __name__ == "__main__":
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
     for batch, t in [(8, 1024), (4, 2048), (2, 4096)]:
         bench(torch.bfloat16, "bf16", batch, t)
+        bench(torch.float16, "f16", batch, t)
         bench(torch.float32, "f32", batch, t)

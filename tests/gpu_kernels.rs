@@ -384,6 +384,7 @@ fn attention_matches_f64_reference() {
     ] {
         attention_case::<f32>(&s, &mut rng, shape, 2e-3);
         attention_case::<bf16>(&s, &mut rng, shape, bf16::TOL);
+        attention_case::<f16>(&s, &mut rng, shape, 4e-3);
     }
 }
 

@@ -18,7 +18,7 @@ pub const BQ: usize = 128;
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
 /// Grid: [`grid`]. f32 with 64 keys per step and heads of 64 would spill.
 #[tile::kernel(
-    T = [f32, bf16],
+    T = [f32, bf16, f16],
     BQ = [128],
     BK = [32, 64],
     D = [32, 64],
