@@ -40,16 +40,14 @@ fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl F
     );
     let grid = attention::grid(batch, t, HEADS);
     let scale = 1.0 / (D as f32).sqrt();
-    for bk in [32, 64].into_iter().filter(|&bk| bk != chosen) {
-        let consts = [attention::BQ, bk, D];
-        let launch = |i: usize, out: &mut Tensor<T>| {
-            attention::causal_attention::launch_with::<T>(s, &consts, grid, &qkvs[i % SETS], out, HEADS as i32, scale)
-        };
-        if launch(0, &mut outs[0]).is_err() {
-            continue; // not built (f32 with 64 keys per step)
-        }
-        let ms = median_ms(s, 20, |i| launch(i, &mut outs[i % SETS]).unwrap());
-        print!("  {bk} keys per step {:>7.1}", tflops(batch, t, ms));
+    let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
+    for consts in built.iter().filter(|c| c[2] as usize == D && c[1] as usize != chosen) {
+        let consts: Vec<usize> = consts.iter().map(|&v| v as usize).collect();
+        let ms = median_ms(s, 20, |i| {
+            let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
+            attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, HEADS as i32, scale).unwrap()
+        });
+        print!("  {} keys per step {:>7.1}", consts[1], tflops(batch, t, ms));
     }
     println!();
 }

@@ -352,16 +352,16 @@ fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, (batch, t, heads, d): (usiz
     let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
     attention::run(s, &qd, &mut od, heads).unwrap();
     assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
-    let built = |bk: usize| !(T::DTYPE == tile::DType::F32 && bk == 64 && d == 64);
-    for bk in [32, 64]
-        .into_iter()
-        .filter(|&bk| bk != attention::keys_per_step::<T>() && built(bk))
-    {
+    let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
+    let others = built
+        .iter()
+        .map(|c| c.iter().map(|&v| v as usize).collect::<Vec<_>>())
+        .filter(|c| c[2] == d && c[1] != attention::keys_per_step::<T>());
+    for consts in others {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
         let (grid, scale) = (attention::grid(batch, t, heads), 1.0 / (d as f32).sqrt());
-        let consts = [attention::BQ, bk, d];
         attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale).unwrap();
-        let what = format!("{what} keys per step {bk}");
+        let what = format!("{what} keys per step {}", consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
     }
 }
