@@ -20,9 +20,11 @@ fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
 
-/// A `[rows, cols]` host tensor whose rows are `pad` elements apart, so the
-/// launcher must choose the scalar-access variant.
-fn strided<T: Num>(data: &[f64], rows: usize, cols: usize, pad: usize) -> HostTensor<T> {
+/// A host tensor of `shape` whose rows (along the last dimension) are
+/// `pad` elements apart, so the launcher must choose the scalar-access
+/// variant when `pad` breaks 16-byte alignment.
+fn strided<T: Num>(data: &[f64], shape: &[usize], pad: usize) -> HostTensor<T> {
+    let (cols, rows) = (shape[shape.len() - 1], data.len() / shape[shape.len() - 1]);
     let stride = cols + pad;
     let mut storage = vec![T::of(0.0); rows * stride];
     for r in 0..rows {
@@ -30,7 +32,15 @@ fn strided<T: Num>(data: &[f64], rows: usize, cols: usize, pad: usize) -> HostTe
             storage[r * stride + c] = T::of(data[r * cols + c]);
         }
     }
-    HostTensor::from_vec_strided(storage, &[rows, cols], &[stride, 1]).unwrap()
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len() - 1).rev() {
+        strides[d] = if d + 2 == shape.len() {
+            stride
+        } else {
+            strides[d + 1] * shape[d + 1]
+        };
+    }
+    HostTensor::from_vec_strided(storage, shape, &strides).unwrap()
 }
 
 fn poisoned<T: Num>(shape: &[usize]) -> HostTensor<T> {
@@ -39,7 +49,7 @@ fn poisoned<T: Num>(shape: &[usize]) -> HostTensor<T> {
 
 fn softmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: usize) {
     let x = rng.normals(rows * cols, 3.0);
-    let xh = strided::<T>(&x, rows, cols, pad);
+    let xh = strided::<T>(&x, &[rows, cols], pad);
     let xd = s.upload(&xh).unwrap();
     let mut want = poisoned::<T>(&[rows, cols]);
     let (mut yd, mut yd_online) = (s.upload(&want).unwrap(), s.upload(&want).unwrap());
@@ -73,7 +83,7 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
     let x = rng.normals(rows * cols, 2.0);
     let w = rng.normals(cols, 1.0);
     let b = rng.normals(cols, 1.0);
-    let xh = strided::<T>(&x, rows, cols, pad);
+    let xh = strided::<T>(&x, &[rows, cols], pad);
     let (wh, bh) = (host::<T>(&w, &[cols]), host::<T>(&b, &[cols]));
     let (xd, wd, bd) = (s.upload(&xh).unwrap(), s.upload(&wh).unwrap(), s.upload(&bh).unwrap());
     let what = format!("{} {rows}x{cols} pad {pad}", T::DTYPE);
@@ -343,12 +353,18 @@ fn linear_matches_cpu_reference() {
 /// Causal attention on the tensor cores against the f64 reference: the
 /// step size `attention::run` picks, then every other one built for `T`
 /// (f32 multiplies through tf32: `tol` 2e-3; bf16 rounds `p` too).
-fn attention_case<T: Num>(s: &Stream, rng: &mut Rng, (batch, t, heads, d): (usize, usize, usize, usize), tol: f64) {
+fn attention_case<T: Num>(
+    s: &Stream,
+    rng: &mut Rng,
+    (batch, t, heads, d): (usize, usize, usize, usize),
+    pad: usize,
+    tol: f64,
+) {
     let c = heads * d;
-    let qkv = host::<T>(&rng.normals(batch * t * 3 * c, 1.0), &[batch, t, 3 * c]);
+    let qkv = strided::<T>(&rng.normals(batch * t * 3 * c, 1.0), &[batch, t, 3 * c], pad);
     let want = attention_ref(&values(&qkv), batch, t, c, heads);
     let qd = s.upload(&qkv).unwrap();
-    let what = format!("attention {} b={batch} t={t} h={heads} d={d}", T::DTYPE);
+    let what = format!("attention {} b={batch} t={t} h={heads} d={d} pad {pad}", T::DTYPE);
     let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
     attention::run(s, &qd, &mut od, heads).unwrap();
     assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
@@ -382,9 +398,14 @@ fn attention_matches_f64_reference() {
         (2, 300, 3, 64),
         (1, 1024, 2, 64),
     ] {
-        attention_case::<f32>(&s, &mut rng, shape, 2e-3);
-        attention_case::<bf16>(&s, &mut rng, shape, bf16::TOL);
-        attention_case::<f16>(&s, &mut rng, shape, 4e-3);
+        attention_case::<f32>(&s, &mut rng, shape, 0, 2e-3);
+        attention_case::<bf16>(&s, &mut rng, shape, 0, bf16::TOL);
+        attention_case::<f16>(&s, &mut rng, shape, 0, 4e-3);
+    }
+    // Rows one element apart from 16-byte alignment: the scalar-access variants.
+    for shape in [(2, 37, 4, 32), (1, 300, 2, 64)] {
+        attention_case::<f32>(&s, &mut rng, shape, 1, 2e-3);
+        attention_case::<bf16>(&s, &mut rng, shape, 1, bf16::TOL);
     }
 }
 
