@@ -1,6 +1,7 @@
 //! Causal attention throughput on GPT-2 124M's attention shapes (12 heads of
-//! 64; batch x length 8 x 1024, 4 x 2048 and 2 x 4096): `attention::run`,
-//! and each step size built, in TFLOP/s. Run on a GPU:
+//! 64) and on 16 heads of 128 (a 2048-wide model), batch x length 8 x 1024,
+//! 4 x 2048 and 2 x 4096: `attention::run`, and each step size built, in
+//! TFLOP/s. Run on a GPU:
 //!
 //! ```text
 //! benches/with_pytorch.sh attention                 # this bench, then PyTorch SDPA on the same shapes
@@ -17,39 +18,45 @@ use tile::{Element, Stream, Tensor, bf16, f16};
 use tile_kernels::attention;
 
 const SETS: usize = 2;
-const HEADS: usize = 12;
-const D: usize = 64;
+/// (heads, head size) of each model shape.
+const HEADS: [(usize, usize); 2] = [(12, 64), (16, 128)];
 
-fn tflops(batch: usize, t: usize, ms: f64) -> f64 {
-    4.0 * (batch * HEADS * t * t * D) as f64 / 2.0 / ms / 1e9
+fn tflops(batch: usize, t: usize, (heads, d): (usize, usize), ms: f64) -> f64 {
+    4.0 * (batch * heads * t * t * d) as f64 / 2.0 / ms / 1e9
 }
 
 fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl Fn(f32) -> T + Copy) {
-    let c = HEADS * D;
-    let qkvs: Vec<Tensor<T>> = (0..SETS)
-        .map(|i| random(s, &[batch, t, 3 * c], i as u64 + 1, -2.0, 2.0, of))
-        .collect();
-    let mut outs: Vec<Tensor<T>> = (0..SETS).map(|_| s.zeros(&[batch, t, c]).unwrap()).collect();
-    let ms = median_ms(s, 20, |i| {
-        attention::run(s, &qkvs[i % SETS], &mut outs[i % SETS], HEADS).unwrap()
-    });
-    let chosen = attention::keys_per_step::<T>();
-    print!(
-        "{dtype:<5} {batch}x{t:<5} h={HEADS} d={D}  run {:>7.1} TFLOP/s ({ms:.3} ms, {chosen} keys per step)",
-        tflops(batch, t, ms)
-    );
-    let grid = attention::grid(batch, t, HEADS);
-    let scale = 1.0 / (D as f32).sqrt();
-    let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
-    for consts in built.iter().filter(|c| c[2] as usize == D && c[1] as usize != chosen) {
-        let consts: Vec<usize> = consts.iter().map(|&v| v as usize).collect();
+    for (heads, d) in HEADS {
+        let c = heads * d;
+        let qkvs: Vec<Tensor<T>> = (0..SETS)
+            .map(|i| random(s, &[batch, t, 3 * c], i as u64 + 1, -2.0, 2.0, of))
+            .collect();
+        let mut outs: Vec<Tensor<T>> = (0..SETS).map(|_| s.zeros(&[batch, t, c]).unwrap()).collect();
         let ms = median_ms(s, 20, |i| {
-            let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
-            attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, HEADS as i32, scale).unwrap()
+            attention::run(s, &qkvs[i % SETS], &mut outs[i % SETS], heads).unwrap()
         });
-        print!("  {} keys per step {:>7.1}", consts[1], tflops(batch, t, ms));
+        let chosen = attention::keys_per_step::<T>();
+        print!(
+            "{dtype:<5} {batch}x{t:<5} h={heads} d={d:<3}  run {:>7.1} TFLOP/s ({ms:.3} ms, {chosen} keys per step)",
+            tflops(batch, t, (heads, d), ms)
+        );
+        let grid = attention::grid(batch, t, heads, d);
+        let scale = 1.0 / (d as f32).sqrt();
+        let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
+        for consts in built.iter().filter(|c| c[2] as usize == d && c[1] as usize != chosen) {
+            let consts: Vec<usize> = consts.iter().map(|&v| v as usize).collect();
+            let ms = median_ms(s, 20, |i| {
+                let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
+                attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, heads as i32, scale).unwrap()
+            });
+            print!(
+                "  {} keys per step {:>7.1}",
+                consts[1],
+                tflops(batch, t, (heads, d), ms)
+            );
+        }
+        println!();
     }
-    println!();
 }
 
 fn main() {

@@ -167,18 +167,29 @@ fn linear_layer_with_and_without_gelu() {
 #[test]
 fn causal_attention_matches_softmax_attention() {
     let mut rng = Rng::new(7);
-    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 70, 2, 64), (1, 200, 1, 64)] {
+    for (batch, t, heads, d) in [
+        (1, 1, 1, 32),
+        (2, 37, 4, 32),
+        (1, 70, 2, 64),
+        (1, 200, 1, 64),
+        (1, 150, 2, 128),
+    ] {
         let c = heads * d;
         let qkv = rng.normals(batch * t * 3 * c, 1.0);
         let qt = host::<f32>(&qkv, &[batch, t, 3 * c]);
         let want = attention_ref(&qkv, batch, t, c, heads);
-        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, 1.0 / (d as f32).sqrt());
-        // Every step size built for f32 (64 keys with heads of 64 is not).
+        let (grid, h, scale) = (
+            attention::grid(batch, t, heads, d),
+            heads as i32,
+            1.0 / (d as f32).sqrt(),
+        );
+        // Every step size built for f32 (64 keys with heads of 64 or 128 is not).
         for bk in [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32) {
             let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
             match (bk, d) {
                 (32, 32) => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, &qt, &mut out, h, scale),
-                (32, _) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale),
+                (32, 64) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale),
+                (32, _) => attention::causal_attention::cpu::<f32, 64, 32, 128>(grid, &qt, &mut out, h, scale),
                 _ => attention::causal_attention::cpu::<f32, 128, 64, 32>(grid, &qt, &mut out, h, scale),
             }
             .unwrap();
@@ -206,11 +217,11 @@ fn attention_shapes_are_checked() {
     );
     assert_eq!(
         err(&[2, 10, 384], &[2, 10, 128], 8),
-        "attention takes heads of 32 or 64 columns: C = 128 in 8 heads"
+        "attention takes heads of 32, 64 or 128 columns: C = 128 in 8 heads"
     );
     assert_eq!(
         err(&[2, 10, 384], &[2, 10, 128], 0),
-        "attention takes heads of 32 or 64 columns: C = 128 in 0 heads"
+        "attention takes heads of 32, 64 or 128 columns: C = 128 in 0 heads"
     );
 }
 

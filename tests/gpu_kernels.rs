@@ -375,7 +375,7 @@ fn attention_case<T: Num>(
         .filter(|c| c[2] == d && c[1] != attention::keys_per_step::<T>());
     for consts in others {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
-        let (grid, scale) = (attention::grid(batch, t, heads), 1.0 / (d as f32).sqrt());
+        let (grid, scale) = (attention::grid(batch, t, heads, d), 1.0 / (d as f32).sqrt());
         attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale).unwrap();
         let what = format!("{what} keys per step {}", consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
@@ -389,7 +389,8 @@ fn attention_matches_f64_reference() {
     };
     let mut rng = Rng::new(16);
     // One token; ragged lengths within and across 128-query blocks; GPT-2's
-    // head size at a length of several blocks.
+    // head size at a length of several blocks; heads of 128 (64-query
+    // blocks, warps split along rows by the compiler's rule).
     for shape in [
         (1, 1, 1, 32),
         (2, 37, 4, 32),
@@ -397,13 +398,15 @@ fn attention_matches_f64_reference() {
         (3, 70, 2, 64),
         (2, 300, 3, 64),
         (1, 1024, 2, 64),
+        (2, 70, 2, 128),
+        (1, 333, 1, 128),
     ] {
         attention_case::<f32>(&s, &mut rng, shape, 0, 2e-3);
         attention_case::<bf16>(&s, &mut rng, shape, 0, bf16::TOL);
         attention_case::<f16>(&s, &mut rng, shape, 0, 4e-3);
     }
     // Rows one element apart from 16-byte alignment: the scalar-access variants.
-    for shape in [(2, 37, 4, 32), (1, 300, 2, 64)] {
+    for shape in [(2, 37, 4, 32), (1, 300, 2, 64), (1, 100, 1, 128)] {
         attention_case::<f32>(&s, &mut rng, shape, 1, 2e-3);
         attention_case::<bf16>(&s, &mut rng, shape, 1, bf16::TOL);
     }

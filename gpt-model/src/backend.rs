@@ -229,10 +229,15 @@ impl Backend for Cpu {
     }
     fn attention(&self, qkv: &HostTensor<f32>, out: &mut HostTensor<f32>, heads: usize) -> Result<()> {
         let (batch, t, d) = attention::sizes(qkv.shape(), out.shape(), heads)?;
-        let (grid, h, scale) = (attention::grid(batch, t, heads), heads as i32, 1.0 / (d as f32).sqrt());
+        let (grid, h, scale) = (
+            attention::grid(batch, t, heads, d),
+            heads as i32,
+            1.0 / (d as f32).sqrt(),
+        );
         Ok(match d {
-            32 => attention::causal_attention::cpu::<f32, { attention::BQ }, 32, 32>(grid, qkv, out, h, scale),
-            _ => attention::causal_attention::cpu::<f32, { attention::BQ }, 32, 64>(grid, qkv, out, h, scale),
+            32 => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, qkv, out, h, scale),
+            64 => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, qkv, out, h, scale),
+            _ => attention::causal_attention::cpu::<f32, 64, 32, 128>(grid, qkv, out, h, scale),
         }?)
     }
 }

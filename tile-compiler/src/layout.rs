@@ -73,8 +73,8 @@ impl Layout {
 
     /// The accumulator layout of an `[m, n]` `mma` tile: the C fragment of
     /// `mma.sync.m16n8` repeated over each warp's tile, warps as [`mma_warps`].
-    pub fn mma_acc(m: usize, n: usize, num_warps: u32) -> Layout {
-        let (warp, tm, tn) = mma_warps(m, n, num_warps);
+    pub fn mma_acc(m: usize, n: usize, num_warps: u32, split: WarpSplit) -> Layout {
+        let (warp, tm, tn) = mma_warps(m, n, num_warps, split);
         let mut reg = vec![(1, 0), (0, 3)];
         reg.extend((3..log2(tn)).map(|b| (1, b)));
         reg.extend((4..log2(tm)).map(|b| (0, b)));
@@ -144,8 +144,8 @@ impl Layout {
 
     /// The A-operand layout (`[m, k]`, row-major fragments) of an `mma` whose
     /// result is `[m, n]`; `tf32` selects the m16n8k8 fragment.
-    pub fn mma_a(m: usize, k: usize, n: usize, num_warps: u32, tf32: bool) -> Layout {
-        let (warp, tm, _) = mma_warps(m, n, num_warps);
+    pub fn mma_a(m: usize, k: usize, n: usize, num_warps: u32, split: WarpSplit, tf32: bool) -> Layout {
+        let (warp, tm, _) = mma_warps(m, n, num_warps, split);
         // Warps along N share A: those warp bits select nothing.
         let warp = warp.into_iter().map(|w| w.filter(|b| b.0 == 0)).collect();
         let (mut reg, lane) = if tf32 {
@@ -172,8 +172,8 @@ impl Layout {
 
     /// The B-operand layout (`[k, n]`, column fragments) of an `mma` whose
     /// result is `[m, n]`.
-    pub fn mma_b(k: usize, n: usize, m: usize, num_warps: u32, tf32: bool) -> Layout {
-        let (warp, _, tn) = mma_warps(m, n, num_warps);
+    pub fn mma_b(k: usize, n: usize, m: usize, num_warps: u32, split: WarpSplit, tf32: bool) -> Layout {
+        let (warp, _, tn) = mma_warps(m, n, num_warps, split);
         let warp = warp.into_iter().map(|w| w.filter(|b| b.0 == 1)).collect();
         let (mut reg, lane) = if tf32 {
             (
@@ -387,14 +387,67 @@ pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>,
     Some((groups, tm, tn))
 }
 
+/// Which side of an `mma` tile a block's warps split first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarpSplit {
+    /// The longer side: square-ish warp tiles read the fewest operand
+    /// fragments from shared memory (a matmul).
+    Longer,
+    /// Rows, down to 16 per warp: every row of a product stays within one
+    /// warp, so reducing it along its rows needs no shared memory, and a
+    /// tile computed from it rows-wise feeds the next product's A operand
+    /// from the registers that hold it (attention's `p @ v`).
+    Rows,
+}
+
+impl WarpSplit {
+    /// [`WarpSplit::Rows`] when some `mma`'s result flows, through any ops,
+    /// into a reduction along rows (the last axis) or into another `mma`'s
+    /// A operand; [`WarpSplit::Longer`] otherwise.
+    pub fn of(func: &Func) -> WarpSplit {
+        let ops = crate::ir::all_ops(&func.body);
+        let mut derived: HashSet<ValueId> = HashSet::new();
+        // Loops carry values backwards: repeat until nothing changes.
+        loop {
+            let before = derived.len();
+            for op in &ops {
+                let from_mma =
+                    matches!(op.kind, OpKind::Mma { .. }) || op.kind.operands().iter().any(|v| derived.contains(v));
+                if from_mma {
+                    derived.extend(&op.results);
+                    if let OpKind::For { args, .. } = &op.kind {
+                        derived.extend(args);
+                    }
+                }
+            }
+            if derived.len() == before {
+                break;
+            }
+        }
+        let rows_matter = ops.iter().any(|op| match &op.kind {
+            OpKind::Reduce { arg, axis, .. } => {
+                derived.contains(arg) && func.values[*arg].shape.as_ref().is_some_and(|s| *axis + 1 == s.len())
+            }
+            OpKind::Mma { a, .. } => derived.contains(a),
+            _ => false,
+        });
+        if rows_matter {
+            WarpSplit::Rows
+        } else {
+            WarpSplit::Longer
+        }
+    }
+}
+
 /// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit
 /// the coordinate bit it selects (the highest bits of M or N), and the warp
-/// tile `[tm, tn]` (at least 16 x 8). Splits the longer side first.
-pub fn mma_warps(m: usize, n: usize, num_warps: u32) -> (Vec<Option<Bit>>, usize, usize) {
+/// tile `[tm, tn]` (at least 16 x 8). Splits as `split` says first.
+pub fn mma_warps(m: usize, n: usize, num_warps: u32, split: WarpSplit) -> (Vec<Option<Bit>>, usize, usize) {
     let (mut tm, mut tn) = (m, n);
     let mut warp = Vec::new();
     for _ in 0..log2(num_warps as usize) {
-        let split_m = tm / 2 >= 16 && (tm >= tn || tn / 2 < 8);
+        let first_m = split == WarpSplit::Rows || tm >= tn;
+        let split_m = tm / 2 >= 16 && (first_m || tn / 2 < 8);
         if split_m {
             warp.push(Some((0, log2(tm) - 1)));
             tm /= 2;
@@ -431,6 +484,7 @@ pub fn assign_layouts(func: &mut Func, path: MmaPath, vectorized: &[usize]) -> L
         let mut pass = Pass {
             values: func.values.clone(),
             num_warps: func.num_warps,
+            split: WarpSplit::of(func),
             path,
             vectorized,
             vec: 16 / min_bytes,
@@ -528,6 +582,7 @@ impl LoopScope {
 struct Pass<'a> {
     values: Vec<crate::dtype::Ty>,
     num_warps: u32,
+    split: WarpSplit,
     path: MmaPath,
     /// The tensor parameters accessed with 16-byte vectors.
     vectorized: &'a [usize],
@@ -745,9 +800,9 @@ impl Pass<'_> {
                 // With `wgmma` the operands stay in shared memory: their
                 // fragment layouts only mark the conversions the pipeline serves.
                 let (la, lb, lc) = (
-                    Layout::mma_a(m, k, n, w, tf32),
-                    Layout::mma_b(k, n, m, w, tf32),
-                    wgmma.unwrap_or_else(|| Layout::mma_acc(m, n, w)),
+                    Layout::mma_a(m, k, n, w, self.split, tf32),
+                    Layout::mma_b(k, n, m, w, self.split, tf32),
+                    wgmma.unwrap_or_else(|| Layout::mma_acc(m, n, w, self.split)),
                 );
                 self.operand_layouts.extend([la.clone(), lb.clone()]);
                 *a = self.materialize(*a, &la, out, span);
@@ -1014,8 +1069,8 @@ mod tests {
     #[test]
     fn warp_runs_count_the_lanes_that_continue_a_threads_run() {
         // mma.sync's accumulator: 2 columns a thread, 4 lanes along the row.
-        assert_eq!(Layout::mma_acc(64, 64, 4).warp_run(1), 8);
-        assert_eq!(Layout::mma_acc(64, 64, 4).warp_run(0), 8);
+        assert_eq!(Layout::mma_acc(64, 64, 4, WarpSplit::Longer).warp_run(1), 8);
+        assert_eq!(Layout::mma_acc(64, 64, 4, WarpSplit::Longer).warp_run(0), 8);
         // Its transpose: one element a thread, 8 lanes along the row.
         assert_eq!(Layout::wgmma_acc_swapped(128, 128, 8).expect("fits").warp_run(1), 8);
         assert_eq!(Layout::blocked(&[64, 64], 4, 4).warp_run(1), 64);
@@ -1099,16 +1154,18 @@ mod tests {
     /// that needs it (operands are shared across the other dimension).
     #[test]
     fn mma_layouts_cover_their_tiles() {
-        for (m, n, k, w, tf32) in [
-            (16, 8, 16, 1, false),
-            (128, 128, 32, 8, false),
-            (64, 32, 16, 4, true),
-            (32, 256, 64, 8, false),
+        for (m, n, k, w, tf32, split) in [
+            (16, 8, 16, 1, false, WarpSplit::Longer),
+            (128, 128, 32, 8, false, WarpSplit::Longer),
+            (64, 32, 16, 4, true, WarpSplit::Longer),
+            (32, 256, 64, 8, false, WarpSplit::Longer),
+            (64, 128, 16, 4, false, WarpSplit::Rows),
+            (128, 64, 32, 8, true, WarpSplit::Rows),
         ] {
             for (l, copies) in [
-                (Layout::mma_acc(m, n, w), 1),
-                (Layout::mma_a(m, k, n, w, tf32), 0),
-                (Layout::mma_b(k, n, m, w, tf32), 0),
+                (Layout::mma_acc(m, n, w, split), 1),
+                (Layout::mma_a(m, k, n, w, split, tf32), 0),
+                (Layout::mma_b(k, n, m, w, split, tf32), 0),
             ] {
                 let total: usize = l.shape.iter().product();
                 let mut seen = vec![0usize; total];

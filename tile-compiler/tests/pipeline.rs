@@ -857,10 +857,19 @@ fn loop_body(ptx: &str) -> &str {
 /// in the layout of the scores they are reduced from, and the queries are
 /// converted into `mma` fragments once, before the loop; so the body moves
 /// nothing through shared memory but the pipeline's staged keys and values.
+/// With heads of 128 (64 queries) that holds because the warps split both
+/// products along rows: by the longer side, `acc` would be split along its
+/// 128 columns, and each warp would need `p` rows that another computed.
 #[test]
 fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once() {
+    for consts in ["BQ = [128], BK = [64], D = [64]", "BQ = [64], BK = [64], D = [128]"] {
+        attention_loop_moves_nothing_through_shared_memory(consts);
+    }
+}
+
+fn attention_loop_moves_nothing_through_shared_memory(consts: &str) {
     let k = compile(
-        "BQ = [128], BK = [64], D = [64], num_warps = 4",
+        &format!("{consts}, num_warps = 4"),
         "fn attention<const BQ: usize, const BK: usize, const D: usize>(
             q: &Tensor<bf16>, k: &Tensor<bf16>, v: &Tensor<bf16>, out: &mut Tensor<bf16>,
         ) {
@@ -882,7 +891,14 @@ fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once()
         }",
     );
     let body = loop_body(ptx(&k, true));
-    assert!(body.contains("cp.async") && body.contains("mma.sync"));
-    assert!(!body.contains("st.shared") && !body.contains("ld.shared"), "{body}");
-    assert_eq!(body.matches("bar.sync").count(), 1, "one barrier: the pipeline's");
+    assert!(body.contains("cp.async") && body.contains("mma.sync"), "{consts}");
+    assert!(
+        !body.contains("st.shared") && !body.contains("ld.shared"),
+        "{consts}: {body}"
+    );
+    assert_eq!(
+        body.matches("bar.sync").count(),
+        1,
+        "{consts}: one barrier, the pipeline's"
+    );
 }

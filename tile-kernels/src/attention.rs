@@ -3,7 +3,8 @@
 //! running maximum and sum (online softmax), so scores never go to memory.
 //! Both products run on the tensor cores: the scores `q @ k^T`, and `p @ v`
 //! with `p` (the softmax's numerators) computed in the loop. Four warps
-//! split the queries, so each row's maximum and sum stay within a warp.
+//! split the queries (the compiler splits rows first when a product's rows
+//! are reduced), so each row's maximum and sum stay within a warp.
 //!
 //! `qkv: [B, T, 3C]` holds queries, keys and values side by side (as a fused
 //! QKV projection writes them), each split into heads of `D` columns;
@@ -12,18 +13,24 @@
 use crate::shapes::{dims, expect_shapes};
 use tile::{DType, Element, Stream, Tensor};
 
-/// Queries per block; [`grid`] counts in it.
-pub const BQ: usize = 128;
-
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
-/// Grid: [`grid`]. f32 with 64 keys per step and heads of 64 would spill.
+/// Grid: [`grid`]. `BQ` queries per block as [`queries_per_block`] picks
+/// them: heads of 128 take 64, so that a warp's 16 rows of `acc` and `q`
+/// fit its registers. f32 with 64 keys per step and heads of 64 or more
+/// would spill.
 #[tile::kernel(
     T = [f32, bf16, f16],
-    BQ = [128],
+    BQ = [64, 128],
     BK = [32, 64],
-    D = [32, 64],
+    D = [32, 64, 128],
     num_warps = 4,
-    skip = [(T = f32, BK = 64, D = 64)]
+    skip = [
+        (BQ = 64, D = 32),
+        (BQ = 64, D = 64),
+        (BQ = 128, D = 128),
+        (T = f32, BK = 64, D = 64),
+        (T = f32, BK = 64, D = 128)
+    ]
 )]
 pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     qkv: &Tensor<T>,
@@ -64,22 +71,29 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     out.store([b, qb, h], (acc / l).reshape([1, BQ, D]).cast::<T>());
 }
 
-/// The grid for `batch` sequences of `seq` tokens and `heads` heads: a
-/// block per (sequence, head) along x, per `BQ` queries along y.
-pub fn grid(batch: usize, seq: usize, heads: usize) -> (u32, u32) {
-    ((batch * heads) as u32, seq.div_ceil(BQ) as u32)
+/// Queries per block (a [`causal_attention`] `BQ`) for heads of `d`
+/// columns: 128, or 64 for heads of 128.
+pub fn queries_per_block(d: usize) -> usize {
+    if d > 64 { 64 } else { 128 }
+}
+
+/// The grid for `batch` sequences of `seq` tokens and `heads` heads of `d`
+/// columns: a block per (sequence, head) along x, per
+/// [`queries_per_block`] queries along y.
+pub fn grid(batch: usize, seq: usize, heads: usize, d: usize) -> (u32, u32) {
+    ((batch * heads) as u32, seq.div_ceil(queries_per_block(d)) as u32)
 }
 
 /// Keys per step for element type `T` (a [`causal_attention`] `BK`): 64
 /// for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's heads),
-/// 32 for f32 (64 is not built for heads of 64).
+/// 32 for f32 (64 is not built for heads of 64 or 128).
 pub fn keys_per_step<T: Element>() -> usize {
     if T::DTYPE == DType::F32 { 32 } else { 64 }
 }
 
 /// `(batch, seq, head size)` of attention over `qkv` with `heads` heads
 /// into `out`, the shapes checked: `qkv: [B, T, 3C]`, `out: [B, T, C]`,
-/// heads of 32 or 64 columns.
+/// heads of 32, 64 or 128 columns.
 pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize, usize, usize)> {
     let [batch, seq, three_c] = dims("qkv", qkv)?;
     let c = three_c / 3;
@@ -89,9 +103,9 @@ pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize,
         &[("qkv", qkv, &[batch, seq, 3 * c]), ("out", out, &[batch, seq, c])],
     )?;
     match (heads > 0 && c % heads == 0).then(|| c / heads) {
-        Some(d @ (32 | 64)) => Ok((batch, seq, d)),
+        Some(d @ (32 | 64 | 128)) => Ok((batch, seq, d)),
         _ => Err(tile::Error::Shape(format!(
-            "attention takes heads of 32 or 64 columns: C = {c} in {heads} heads"
+            "attention takes heads of 32, 64 or 128 columns: C = {c} in {heads} heads"
         ))),
     }
 }
@@ -100,7 +114,15 @@ pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize,
 /// `1 / sqrt(D)`; shapes as [`sizes`] checks them.
 pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, heads: usize) -> tile::Result<()> {
     let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
-    let consts = [BQ, keys_per_step::<T>(), d];
+    let consts = [queries_per_block(d), keys_per_step::<T>(), d];
     let scale = 1.0 / (d as f32).sqrt();
-    causal_attention::launch_with::<T>(stream, &consts, grid(batch, seq, heads), qkv, out, heads as i32, scale)
+    causal_attention::launch_with::<T>(
+        stream,
+        &consts,
+        grid(batch, seq, heads, d),
+        qkv,
+        out,
+        heads as i32,
+        scale,
+    )
 }

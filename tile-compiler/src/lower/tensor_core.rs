@@ -428,7 +428,9 @@ impl Lower<'_> {
         let dtype = self.dtype(a);
         let tf32 = dtype == DType::F32;
         let (m, k, n) = (la.shape[0], la.shape[1], lb.shape[1]);
-        let (_, tm, tn) = crate::layout::mma_warps(m, n, self.func.num_warps);
+        // The warp tile: what the accumulator's warp bits leave of each side.
+        let split = |dim| lc.warp.iter().flatten().filter(|b| b.0 == dim).count();
+        let (tm, tn) = (m >> split(0), n >> split(1));
         let step_k = if tf32 { 8 } else { 16 };
         let (ia, ib, ic) = (la.reg_index(), lb.reg_index(), lc.reg_index());
         let (ra, rb) = (self.regs_of(a), self.regs_of(b));
