@@ -1,7 +1,7 @@
 //! Causal attention throughput on GPT-2 124M's attention shapes (12 heads of
 //! 64) and on 16 heads of 128 (a 2048-wide model), batch x length 8 x 1024,
-//! 4 x 2048 and 2 x 4096: `attention::run`, and each step size built, in
-//! TFLOP/s. Run on a GPU:
+//! 4 x 2048 and 2 x 4096: `attention::run`, each step size built, and on
+//! Hopper `run` on the portable path too, in TFLOP/s. Run on a GPU:
 //!
 //! ```text
 //! benches/with_pytorch.sh attention                 # this bench, then PyTorch SDPA on the same shapes
@@ -54,6 +54,15 @@ fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl F
                 consts[1],
                 tflops(batch, t, (heads, d), ms)
             );
+        }
+        // The portable path (`mma.sync`), where `run` takes `wgmma` (Hopper).
+        if s.device().target() == tile::Target::Sm90a {
+            s.device().use_arch_specific(false);
+            let ms = median_ms(s, 20, |i| {
+                attention::run(s, &qkvs[i % SETS], &mut outs[i % SETS], heads).unwrap()
+            });
+            s.device().use_arch_specific(true);
+            print!("  portable {:>7.1}", tflops(batch, t, (heads, d), ms));
         }
         println!();
     }

@@ -384,32 +384,46 @@ fn attention_case<T: Num>(
 
 #[test]
 fn attention_matches_f64_reference() {
-    let Some((_, s)) = gpu("attention_matches_f64_reference") else {
+    let Some((d, s)) = gpu("attention_matches_f64_reference") else {
         return;
     };
     let mut rng = Rng::new(16);
-    // One token; ragged lengths within and across 128-query blocks; GPT-2's
-    // head size at a length of several blocks; heads of 128 (64-query
-    // blocks, warps split along rows by the compiler's rule).
-    for shape in [
-        (1, 1, 1, 32),
-        (2, 37, 4, 32),
-        (1, 128, 4, 32),
-        (3, 70, 2, 64),
-        (2, 300, 3, 64),
-        (1, 1024, 2, 64),
-        (2, 70, 2, 128),
-        (1, 333, 1, 128),
-    ] {
-        attention_case::<f32>(&s, &mut rng, shape, 0, 2e-3);
-        attention_case::<bf16>(&s, &mut rng, shape, 0, bf16::TOL);
-        attention_case::<f16>(&s, &mut rng, shape, 0, 4e-3);
-    }
-    // Rows one element apart from 16-byte alignment: the scalar-access variants.
-    for shape in [(2, 37, 4, 32), (1, 300, 2, 64), (1, 100, 1, 128)] {
-        attention_case::<f32>(&s, &mut rng, shape, 1, 2e-3);
-        attention_case::<bf16>(&s, &mut rng, shape, 1, bf16::TOL);
-    }
+    // On Hopper the 16-bit products run on `wgmma` (the accumulators fresh
+    // each step or rescaled, `q` and `p` read from registers), elsewhere
+    // and for f32 on `mma.sync`: both are checked.
+    on_every_path(&d, || {
+        // One token; ragged lengths within and across 128-query blocks;
+        // GPT-2's head size at a length of several blocks; heads of 128
+        // (64-query blocks, warps split along rows by the compiler's rule).
+        for shape in [
+            (1, 1, 1, 32),
+            (2, 37, 4, 32),
+            (1, 128, 4, 32),
+            (3, 70, 2, 64),
+            (2, 300, 3, 64),
+            (1, 1024, 2, 64),
+            (2, 70, 2, 128),
+            (1, 333, 1, 128),
+        ] {
+            attention_case::<f32>(&s, &mut rng, shape, 0, 2e-3);
+            attention_case::<bf16>(&s, &mut rng, shape, 0, bf16::TOL);
+            attention_case::<f16>(&s, &mut rng, shape, 0, 4e-3);
+        }
+        // Rows one element apart from 16-byte alignment: the scalar-access
+        // variants (or, for `wgmma`, `qkv` copied into aligned rows for TMA).
+        for shape in [(2, 37, 4, 32), (1, 300, 2, 64), (1, 100, 1, 128)] {
+            attention_case::<f32>(&s, &mut rng, shape, 1, 2e-3);
+            attention_case::<bf16>(&s, &mut rng, shape, 1, bf16::TOL);
+        }
+    });
+    assert_launched_on_sm90a(
+        &d,
+        &[
+            "causal_attention_bf16_128_64_64_wgmma",
+            "causal_attention_f16_128_32_32_wgmma",
+            "causal_attention_bf16_64_64_128_wgmma",
+        ],
+    );
 }
 
 fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, tol: f64) {

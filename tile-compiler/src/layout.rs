@@ -105,6 +105,28 @@ impl Layout {
         })
     }
 
+    /// The register-sourced A fragment of a 16-bit `wgmma` whose result is
+    /// `[m, n]` (warpgroups as [`wgmma_warpgroups`]): per warp the
+    /// `mma.sync.m16n8k16` A fragment, warp w of a warpgroup on rows
+    /// 16w..16w+16 of every 64-row slab, registers repeated over K, then
+    /// over the slabs. Warpgroups that split N hold copies. The rows are
+    /// [`wgmma_acc`](Self::wgmma_acc)'s, so a tile computed from a product
+    /// feeds the next one without leaving its threads (attention's `p`).
+    pub fn wgmma_a(m: usize, k: usize, n: usize, num_warps: u32) -> Option<Layout> {
+        let (groups, tm, _) = wgmma_warpgroups(m, n, num_warps)?;
+        let mut reg = vec![(1, 0), (0, 3), (1, 3)];
+        reg.extend((4..log2(k)).map(|b| (1, b)));
+        reg.extend((6..log2(tm)).map(|b| (0, b)));
+        let mut warp = vec![Some((0, 4)), Some((0, 5))];
+        warp.extend(groups.into_iter().map(|(d, b)| (d == 0).then_some((0, b))));
+        Some(Layout {
+            shape: vec![m, k],
+            reg,
+            lane: vec![Some((1, 1)), Some((1, 2)), Some((0, 0)), Some((0, 1)), Some((0, 2))],
+            warp,
+        })
+    }
+
     /// The accumulator layout of an `[m, n]` tile that `wgmma` computes
     /// transposed, as `b^T a^T`: the [`wgmma_acc`](Self::wgmma_acc) layout
     /// of the `[n, m]` product, transposed. A warp's eight row groups are
@@ -798,9 +820,15 @@ impl Pass<'_> {
                     MmaPath::Portable => None,
                 };
                 // With `wgmma` the operands stay in shared memory: their
-                // fragment layouts only mark the conversions the pipeline serves.
+                // fragment layouts only mark the conversions the pipeline
+                // serves. Where rows stay within warps (attention), a 16-bit
+                // `a` is read from registers in `wgmma`'s A fragment instead:
+                // computed, or loaded before the loop.
+                let register_a = (wgmma.is_some() && !swapped && !tf32 && self.split == WarpSplit::Rows)
+                    .then(|| Layout::wgmma_a(m, k, n, w))
+                    .flatten();
                 let (la, lb, lc) = (
-                    Layout::mma_a(m, k, n, w, self.split, tf32),
+                    register_a.unwrap_or_else(|| Layout::mma_a(m, k, n, w, self.split, tf32)),
                     Layout::mma_b(k, n, m, w, self.split, tf32),
                     wgmma.unwrap_or_else(|| Layout::mma_acc(m, n, w, self.split)),
                 );

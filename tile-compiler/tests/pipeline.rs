@@ -672,7 +672,25 @@ fn two_mma_loops_keep_wgmma_without_warp_specialization() {
 
 #[test]
 fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
-    // The accumulator is read inside the loop: `wgmma` would still be writing it.
+    // 32 rows: a warpgroup's `wgmma` computes 64.
+    let k = compile(
+        "BM = [32], BN = [64], BK = [32]",
+        "fn thin<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<f32>) {
+            let mut acc = zeros([BM, BN]);
+            for k in 0..cdiv(a.shape(1), BK) {
+                acc = mma(a.load([0, k], [BM, BK]), b.load([k, 0], [BK, BN]), acc);
+            }
+            c.store([0, 0], acc);
+        }",
+    );
+    assert!(k.variants.iter().all(|v| v.target.is_none()));
+}
+
+#[test]
+fn an_accumulator_read_in_the_loop_is_awaited_at_once() {
+    // `total` reads each product: its `wgmma`s must be done by then, so
+    // the loop waits for all of them (none left running into the next
+    // iteration).
     let k = compile(
         "BM = [64], BN = [64], BK = [32]",
         "fn peek<const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<bf16>, b: &Tensor<bf16>, c: &mut Tensor<f32>) {
@@ -685,7 +703,11 @@ fn a_kernel_wgmma_cannot_serve_keeps_only_portable_variants() {
             c.store([0, 0], total);
         }",
     );
-    assert!(k.variants.iter().all(|v| v.target.is_none()));
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
+    let body = loop_body(&w.ptx);
+    let commit = body.find("wgmma.commit_group").expect("a product");
+    assert!(body[commit..].contains("wgmma.wait_group.sync.aligned 0;"));
+    assert!(!body.contains("wgmma.wait_group.sync.aligned 1;"));
 }
 
 #[test]
@@ -847,10 +869,25 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
 }
 
 /// The PTX of the first loop's body: from its label to the branch back.
+/// The body of the first loop in `ptx`, from its label to its branch back.
 fn loop_body(ptx: &str) -> &str {
-    let start = ptx.find("$Lloop1:").expect("loop");
-    let end = ptx.find("bra $Lloop1;").expect("branch back");
+    let start = ptx.find("$Lloop").expect("loop");
+    let label = &ptx[start..start + ptx[start..].find(':').expect("label")];
+    let end = ptx.find(&format!("bra {label};")).expect("branch back");
     &ptx[start..end]
+}
+
+/// The library's flash attention (`tile-kernels/src/attention.rs`), as
+/// written there: `q`, `k` and `v` from one `[B, T, 3C]` tensor, the causal
+/// mask on diagonal steps only, behind a block-uniform `if`.
+fn library_attention(consts: &str) -> CompiledKernel {
+    let file = include_str!("../../tile-kernels/src/attention.rs");
+    let start = file.find("pub fn causal_attention").expect("the kernel");
+    let end = start + file[start..].find("\n}\n").expect("its end") + 2;
+    compile(
+        &format!("T = [bf16], {consts}, num_warps = 4"),
+        &file[start..end].replacen("pub fn", "fn", 1),
+    )
 }
 
 /// Flash attention's loop: the row statistics it carries (`m`, `l`) stay
@@ -863,42 +900,56 @@ fn loop_body(ptx: &str) -> &str {
 #[test]
 fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once() {
     for consts in ["BQ = [128], BK = [64], D = [64]", "BQ = [64], BK = [64], D = [128]"] {
-        attention_loop_moves_nothing_through_shared_memory(consts);
+        let k = library_attention(consts);
+        let body = loop_body(ptx(&k, true));
+        assert!(body.contains("cp.async") && body.contains("mma.sync"), "{consts}");
+        assert!(
+            !body.contains("st.shared") && !body.contains("ld.shared"),
+            "{consts}: {body}"
+        );
+        assert_eq!(
+            body.matches("bar.sync").count(),
+            1,
+            "{consts}: one barrier, the pipeline's"
+        );
     }
 }
 
-fn attention_loop_moves_nothing_through_shared_memory(consts: &str) {
-    let k = compile(
-        &format!("{consts}, num_warps = 4"),
-        "fn attention<const BQ: usize, const BK: usize, const D: usize>(
-            q: &Tensor<bf16>, k: &Tensor<bf16>, v: &Tensor<bf16>, out: &mut Tensor<bf16>,
-        ) {
-            let qb = block_id(0);
-            let qt = q.load([qb, 0], [BQ, D]);
-            let mut m = full([BQ, 1], f32::NEG_INFINITY);
-            let mut l = zeros([BQ, 1]);
-            let mut acc = zeros([BQ, D]);
-            for j in 0..cdiv(k.shape(0), BK) {
-                let s = mma(qt, k.load([j, 0], [BK, D]).transpose(), zeros([BQ, BK]));
-                let m_new = max(m, s.max(1));
-                let p = exp2(s - m_new);
-                let alpha = exp2(m - m_new);
-                l = l * alpha + p.sum(1);
-                acc = mma(p.cast::<bf16>(), v.load([j, 0], [BK, D]), acc * alpha);
-                m = m_new;
-            }
-            out.store([qb, 0], (acc / l).cast::<bf16>());
-        }",
-    );
-    let body = loop_body(ptx(&k, true));
-    assert!(body.contains("cp.async") && body.contains("mma.sync"), "{consts}");
-    assert!(
-        !body.contains("st.shared") && !body.contains("ld.shared"),
-        "{consts}: {body}"
-    );
-    assert_eq!(
-        body.matches("bar.sync").count(),
-        1,
-        "{consts}: one barrier, the pipeline's"
-    );
+/// On sm_90a both of attention's products run on `wgmma`, the
+/// accumulators fresh (`zeros`) or rescaled (`acc * alpha`) and awaited at
+/// once; every warp is a consumer (no producer warpgroup, no persistent
+/// grid). `p`, computed in the loop, is read from registers; `q`, computed
+/// before it, is stored once, swizzled, and read through a descriptor, not
+/// held in registers: ptxas 13.0 gave such registers to a tile computed
+/// later in a body that branches (the mask's `if`), and the next
+/// iteration's `q @ k^T` read that tile (wrong rows on an H100).
+#[test]
+fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
+    for consts in ["BQ = [128], BK = [64], D = [64]", "BQ = [64], BK = [32], D = [32]"] {
+        let k = library_attention(consts);
+        let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
+        assert!(
+            !w.persistent && !w.ptx.contains("setmaxnreg"),
+            "{consts}: not warp-specialized"
+        );
+        let body = loop_body(&w.ptx);
+        let before = &w.ptx[..w.ptx.find(body).expect("the body")];
+        assert!(
+            before.contains("fence.proxy.async.shared::cta;"),
+            "{consts}: q stored for wgmma"
+        );
+        let products: Vec<&str> = body.lines().filter(|l| l.contains("wgmma.mma_async")).collect();
+        let (scores, values): (Vec<&str>, Vec<&str>) = products.iter().partition(|l| l.ends_with(", 0, 0;"));
+        assert!(!scores.is_empty() && !values.is_empty(), "{consts}: {products:?}");
+        assert!(
+            scores.iter().all(|l| l.matches('{').count() == 1),
+            "{consts}: q through a descriptor"
+        );
+        assert!(
+            values.iter().all(|l| l.matches('{').count() == 2),
+            "{consts}: p from registers"
+        );
+        let awaited = body.matches("wgmma.wait_group.sync.aligned 0;").count();
+        assert_eq!(awaited, 2, "{consts}: both products awaited at once");
+    }
 }

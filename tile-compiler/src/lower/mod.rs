@@ -54,6 +54,10 @@ pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 /// Shared memory one block may have in all on Hopper (227 KiB).
 pub const MAX_BLOCK_SHARED_BYTES: usize = 227 * 1024;
 
+/// Shared memory a block may have on every GPU the portable PTX runs on
+/// (an sm_120 GPU's 99 KiB).
+pub const PORTABLE_BLOCK_SHARED_BYTES: usize = 99 * 1024;
+
 /// Shared memory of a Hopper SM, of which each resident block takes its
 /// own and 1 KiB the driver reserves.
 const SM_SHARED_BYTES: usize = 228 * 1024;
@@ -299,6 +303,7 @@ fn lower_with(
         interleaved: HashSet::new(),
         vector_accessed: BTreeSet::new(),
         dynamic_shared: 0,
+        stages: None,
         pipelines: (0, 0),
         scratch_after: None,
         mma_live_registers: 0,
@@ -365,6 +370,27 @@ fn lower_with(
         Some(_) if scratch_on_stages => (0, l.dynamic_shared.max(l.shared_bytes)),
         Some(offset) => (0, offset + l.shared_bytes),
     };
+    if let Some((stages, one)) = l.stages.filter(|_| stage_budget.is_none() && num_stages.is_none()) {
+        // Fewer stages, when two still fit, where the block's shared memory
+        // would pass what it should take: the stages get what the rest of
+        // the block (its scratch area, operands stored once) leaves.
+        // Portable PTX runs on sm_120 too, whose blocks get 99 KiB. Two
+        // `wgmma` blocks of one warpgroup share an SM, each one's products
+        // overlapping the other's other work, in half an SM each
+        // (attention: one block per SM instead of two cost 40%, H100).
+        let limit = match path {
+            MmaPath::Portable => PORTABLE_BLOCK_SHARED_BYTES,
+            MmaPath::Wgmma => SM_SHARED_BYTES / 2 - BLOCK_RESERVED_SHARED_BYTES,
+        };
+        let rest = static_bytes + dynamic_bytes - stages;
+        if rest + stages > limit && rest + 2 * one <= limit {
+            let how = Lowering {
+                stage_budget: Some(limit - rest),
+                ..how
+            };
+            return lower_with(func, layouts, vectorized, entry_name, how);
+        }
+    }
     if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES && stage_budget.is_none() && num_stages.is_none() {
         // Fewer pipeline stages, leaving room for the scratch area (and the
         // stages' mbarriers): lower again from the start.
@@ -553,6 +579,10 @@ struct Lower<'a> {
     vector_accessed: BTreeSet<usize>,
     /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
     dynamic_shared: usize,
+    /// The first pipelined loop's stages, all of them and one, in bytes,
+    /// where the lowering may take fewer (see [`lower_with`]): portable, or
+    /// `wgmma` on one warpgroup not warp-specialized.
+    stages: Option<(usize, usize)>,
     /// `mma` pipelines (`cp.async`) under way and done, as lowering goes.
     pipelines: (usize, usize),
     /// `None` until the scratch area is used; then the fewest pipelines
@@ -1852,6 +1882,7 @@ impl<'a> Lower<'a> {
             self.pipeline_prologue(plan, &i, &self.scalar(hi));
             self.wgmma_in_flight = plan.wgmma_in_flight;
         }
+        self.stage_invariant_operands(body);
         self.vals.insert(var, vec![i.clone()]);
         let (head, end) = (self.label("loop"), self.label("done"));
         let done = self.reg(RegClass::Pred);

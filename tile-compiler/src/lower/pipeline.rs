@@ -26,7 +26,7 @@ const HALF_SM_BYTES: usize = 110 * 1024;
 
 /// Alignment of every staged tile: the 1024-byte period of the 128-byte
 /// swizzle, so that the stored pattern is the hardware's (`wgmma`, TMA).
-const TILE_ALIGN: usize = 1024;
+pub(super) const STAGED_TILE_ALIGN: usize = 1024;
 
 /// One tile the pipeline copies each iteration.
 #[derive(Clone)]
@@ -254,7 +254,7 @@ impl Lower<'_> {
                 eb,
                 bytes,
             });
-            offset += bytes.next_multiple_of(TILE_ALIGN);
+            offset += bytes.next_multiple_of(STAGED_TILE_ALIGN);
         }
         let budget = match self.path {
             MmaPath::Portable => PIPELINE_BYTES,
@@ -284,7 +284,11 @@ impl Lower<'_> {
         };
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
         let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
-        let buffer = self.dynamic_shared.next_multiple_of(TILE_ALIGN);
+        let flexible = self.path == MmaPath::Portable || (one_warpgroup && !transposing);
+        if flexible && self.stages.is_none() {
+            self.stages = Some((stages * offset, offset));
+        }
+        let buffer = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
         let barriers = buffer + stages * offset;
         let tma = self.path == MmaPath::Wgmma;
         self.dynamic_shared = barriers + if tma { 8 * stages } else { 0 };

@@ -1,7 +1,8 @@
 //! Warp specialization on a persistent grid (the sm_90a `wgmma` path).
 //!
-//! When every `mma` of a kernel sits in one top-level pipelined loop, the
-//! block splits into two roles. The consumer warps run the kernel; a
+//! When every `mma` of a kernel sits in one top-level pipelined loop and
+//! accumulates into a tile the loop carries (a K-loop), the block splits
+//! into two roles. The consumer warps run the kernel; a
 //! producer warpgroup after them runs only what the loop's copies need (the
 //! scalars its bounds and tile indices come from), and one of its threads
 //! issues the TMA copies of every stage. When the block's threads could not
@@ -200,12 +201,25 @@ impl Lower<'_> {
             lo,
             hi,
             var,
+            args,
             body: loop_body,
             ..
         } = &body[at].kind
         else {
             unreachable!("found as a loop")
         };
+        // A product awaited as soon as it is issued (its accumulator fresh
+        // or rescaled each step, as attention's are) stalls its warps,
+        // which a producer running ahead does not help; teams taking turns
+        // on whole loops would serialize them. Such loops keep every warp
+        // a consumer, and blocks that fit several to an SM overlap one
+        // another's products instead.
+        let accumulates = mmas(loop_body)
+            .iter()
+            .all(|op| matches!(op.kind, OpKind::Mma { acc, .. } if args.contains(&acc)));
+        if !accumulates {
+            return Ok(false);
+        }
         let allocated = self.dynamic_shared;
         let teams = self.teams(body);
         let plan = match self.pipeline_plan(*var, loop_body, true, teams) {

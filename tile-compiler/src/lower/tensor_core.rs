@@ -58,7 +58,7 @@ impl Swizzle {
 /// Fragment element offsets (row, col) of lane 0, per PTX's `mma.sync`
 /// layouts: m16n8k16 for 16-bit operands, m16n8k8 for tf32.
 type Fragment = &'static [(usize, usize)];
-const HALF_A: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)];
+pub(super) const HALF_A: Fragment = &[(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)];
 const HALF_B: Fragment = &[(0, 0), (1, 0), (8, 0), (9, 0)];
 const TF32_A: Fragment = &[(0, 0), (8, 0), (0, 4), (8, 4)];
 const TF32_B: Fragment = &[(0, 0), (4, 0)];

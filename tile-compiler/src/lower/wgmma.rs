@@ -4,14 +4,23 @@
 //! [`Layout::wgmma_acc`](crate::layout::Layout::wgmma_acc). tf32 operands
 //! must be K-major there; with an N-major `b` (a row-major `[K, N]` tile)
 //! the product is computed transposed, `b^T a^T`, `b` read from its stage
-//! into registers as the A operand. A kernel gets this variant only when
-//! every `mma` in it can take the path; otherwise it keeps its portable
-//! `mma.sync` variant alone.
+//! into registers as the A operand.
+//!
+//! Attention's products take the path too. A 16-bit `a` computed in the
+//! loop (`p`) is read from registers in `wgmma`'s A fragment; one computed
+//! before the loop (`q`) is stored once, swizzled like a stage, and read
+//! through a descriptor. An accumulator the loop does not carry as the
+//! product's own (a fresh `zeros`, `acc * alpha`) gets registers of its
+//! own, and the product is awaited at once.
+//!
+//! A kernel gets this variant only when every `mma` in it can take the
+//! path; otherwise it keeps its portable `mma.sync` variant alone.
 
-use super::tensor_core::{ACC, Swizzle};
-use super::{Lower, Operand};
+use super::pipeline::STAGED_TILE_ALIGN;
+use super::tensor_core::{ACC, HALF_A, Swizzle};
+use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
-use crate::ir::ValueId;
+use crate::ir::{Op, OpKind, ValueId, all_ops, defined_in};
 use crate::layout::{Bit, Layout, wgmma_warpgroups};
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
@@ -121,10 +130,12 @@ impl Lower<'_> {
     }
 
     fn try_wgmma(&mut self, a: ValueId, b: ValueId, acc: ValueId, result: ValueId) -> Result<Vec<String>, Unsupported> {
-        // The accumulator stays in its registers while `wgmma`s run on it.
-        if self.in_place.get(&result) != Some(&acc) {
-            return Err("the accumulator is not a loop-carried tile that only this mma updates");
-        }
+        // A tile the loop carries and only this `mma` updates stays in its
+        // registers, and its group may still run when the next iteration
+        // begins. Any other accumulator (a fresh `zeros`, `acc * alpha`)
+        // is copied into registers of its own and awaited at once: what
+        // follows reads the result.
+        let in_place = self.in_place.get(&result) == Some(&acc);
         let dtype = self.dtype(a);
         if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
             return Err("wgmma takes 16-bit or f32 (tf32) operands");
@@ -139,16 +150,29 @@ impl Lower<'_> {
             return Err("K is not a multiple of one wgmma step (16, or 8 for tf32)");
         }
         if self.register_b.contains(&b) {
+            if !in_place {
+                return Err("a product computed transposed (tf32) updates an accumulator other than its loop's");
+            }
             return self.wgmma_swapped(a, b, acc, (m, k, n));
         }
         let num_warps = self.func.num_warps;
         let (groups, tm, tn) = wgmma_warpgroups(m, n, num_warps).ok_or("the tile does not fit wgmma's shapes")?;
-        let (op_a, op_b) = (self.staged_operand(a, Operand::A)?, self.staged_operand(b, Operand::B)?);
+        // `a` in registers, in `wgmma`'s A fragment (the layout pass chose it).
+        let register_a =
+            !self.staged_reads.contains_key(&a) && Layout::wgmma_a(m, k, n, num_warps).as_ref() == Some(self.layout(a));
+        let op_b = self.staged_operand(b, Operand::B)?;
+        let op_a = if register_a {
+            None
+        } else {
+            Some(self.staged_operand(a, Operand::A)?)
+        };
         // Only 16-bit operands may be read transposed.
         let tf32 = dtype == DType::F32;
-        if tf32 && !(op_a.k_major && op_b.k_major) {
+        if tf32 && !(op_a.as_ref().is_some_and(|o| o.k_major) && op_b.k_major) {
             return Err("tf32 wgmma reads both operands K-major (x @ w^T with w: [N, K])");
         }
+        // From registers, every step's `a` is the warp's own: offset 0.
+        let a_offset = |mn: usize, k: usize| op_a.as_ref().map_or(Some(0), |o| o.offset(mn, k));
         let n_step = tn.min(MAX_N);
         // Each warpgroup's origin in the tile, and every step's sub-block
         // offsets relative to it, which must not depend on the warpgroup.
@@ -163,7 +187,7 @@ impl Lower<'_> {
                     k: ks * step_k,
                     row,
                     col,
-                    a: op_a.offset(row, ks * step_k)?,
+                    a: a_offset(row, ks * step_k)?,
                     b: op_b.offset(col, ks * step_k)?,
                 })
             })
@@ -172,12 +196,13 @@ impl Lower<'_> {
         let mut a_origin = Vec::new();
         let mut b_origin = Vec::new();
         for &(m0, n0) in &origins {
-            let (oa, ob) = (op_a.offset(m0, 0), op_b.offset(n0, 0));
+            let (oa, ob) = (a_offset(m0, 0), op_b.offset(n0, 0));
             let (Some(oa), Some(ob)) = (oa, ob) else {
                 return Err("a warpgroup's operand block does not start where a descriptor can");
             };
             let shifted = |s: &Step| {
-                op_a.offset(m0 + s.row, s.k) == Some(oa + s.a) && op_b.offset(n0 + s.col, s.k) == Some(ob + s.b)
+                (register_a || a_offset(m0 + s.row, s.k) == Some(oa + s.a))
+                    && op_b.offset(n0 + s.col, s.k) == Some(ob + s.b)
             };
             if !steps.iter().all(shifted) {
                 return Err("an operand sub-block's offset depends on the warpgroup");
@@ -185,29 +210,56 @@ impl Lower<'_> {
             a_origin.push(oa);
             b_origin.push(ob);
         }
-        let (bits_a, bits_b) = (
-            op_a.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?,
-            op_b.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?,
-        );
+        let bits_b = op_b.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?;
+        let bits_a = match &op_a {
+            Some(o) => Some(o.descriptor_bits().ok_or("operand rows shorter than 32 bytes")?),
+            None => None,
+        };
 
         let (picked, scale_d) = self.warpgroup_offsets(&[&a_origin, &b_origin]);
         let (wg_a, wg_b) = (&picked[0], &picked[1]);
-        let desc_a = self.descriptor(&op_a.base, wg_a, bits_a);
+        let desc_a = match (&op_a, bits_a) {
+            (Some(o), Some(bits)) => Some(self.descriptor(&o.base, wg_a, bits)),
+            _ => None,
+        };
         let desc_b = self.descriptor(&op_b.base, wg_b, bits_b);
+        // From registers (attention's `p`): each step's A fragment.
+        let fragments = if register_a {
+            self.fragments(a, &steps.iter().map(|s| (s.row, s.k)).collect::<Vec<_>>())
+        } else {
+            HashMap::new()
+        };
 
+        // What the loop holds live, for the occupancy a kernel that is not
+        // warp-specialized declares ([`super::blocks_per_sm`]): the
+        // accumulator (twice when fresh: the tile computed from the result,
+        // attention's exponentials, is live beside it) and `a` from registers.
+        let results = if in_place { 1 } else { 2 };
+        self.mma_live_registers +=
+            results * self.regs_of(acc).len() + if register_a { self.regs_of(a).len() / 2 } else { 0 };
         let lc = self.layout(acc);
         let index = lc.reg_index();
-        let out = self.regs_of(acc);
-        // The operand types, and the transposition flags 16-bit operands take.
-        let (ty, trans) = if tf32 {
-            ("tf32", String::new())
+        let out: Vec<String> = if in_place {
+            self.regs_of(acc)
         } else {
-            let (trans_a, trans_b) = (u8::from(!op_a.k_major), u8::from(!op_b.k_major));
-            (arith_type(dtype), format!(", {trans_a}, {trans_b}"))
+            self.regs_of(acc).iter().map(|r| self.copy(RegClass::F32, r)).collect()
+        };
+        // The operand types, and the transposition flags 16-bit operands
+        // take (from registers, `a` takes none).
+        let (ty, trans) = match &op_a {
+            _ if tf32 => ("tf32", String::new()),
+            Some(o) => (
+                arith_type(dtype),
+                format!(", {}, {}", u8::from(!o.k_major), u8::from(!op_b.k_major)),
+            ),
+            None => (arith_type(dtype), format!(", {}", u8::from(!op_b.k_major))),
         };
         self.emit("wgmma.fence.sync.aligned;");
         for s in &steps {
-            let da = self.offset_descriptor(&desc_a, s.a);
+            let da = match &desc_a {
+                Some(d) => self.offset_descriptor(d, s.a),
+                None => format!("{{{}}}", fragments[&(s.row, s.k)]),
+            };
             let db = self.offset_descriptor(&desc_b, s.b);
             let (row, col) = (s.row, s.col);
             let regs: Vec<String> = (0..n_step / 8)
@@ -220,10 +272,12 @@ impl Lower<'_> {
             ));
         }
         self.emit("wgmma.commit_group.sync.aligned;");
-        // The previous iteration's group must be done: its stage is refilled next.
-        self.emit(format!("wgmma.wait_group.sync.aligned {};", self.wgmma_in_flight));
+        // In place, the previous iteration's group must be done: its stage
+        // is refilled next. Otherwise this one must: its result is read next.
+        let in_flight = if in_place { self.wgmma_in_flight } else { 0 };
+        self.emit(format!("wgmma.wait_group.sync.aligned {in_flight};"));
         self.wgmma_count += 1;
-        // Updated in place: the accumulator's registers are the result.
+        // The accumulator's registers are the result.
         Ok(out)
     }
 
@@ -345,6 +399,85 @@ impl Lower<'_> {
         self.emit(format!("wgmma.wait_group.sync.aligned {};", halves.len() - 1));
         self.wgmma_count += 1;
         Ok(out)
+    }
+
+    /// The A fragment of a register-sourced operand `a` for each of the
+    /// `blocks` (row, K offset) of its product, as `wgmma` takes it: four
+    /// words of two halves each, per [`HALF_A`].
+    fn fragments(&mut self, a: ValueId, blocks: &[(usize, usize)]) -> HashMap<(usize, usize), String> {
+        let (ra, ia) = (self.regs_of(a), self.layout(a).reg_index());
+        let mut out = HashMap::new();
+        for &(row, k) in blocks {
+            if out.contains_key(&(row, k)) {
+                continue;
+            }
+            let at = |(dr, dc): (usize, usize)| ra[ia[&vec![row + dr, k + dc]]].clone();
+            let words: Vec<String> = HALF_A
+                .chunks(2)
+                .map(|p| self.packed_word(&at(p[0]), &at(p[1])))
+                .collect();
+            out.insert((row, k), words.join(", "));
+        }
+        out
+    }
+
+    /// Before a loop: stores in shared memory, once, each 16-bit `wgmma` A
+    /// operand in `wgmma`'s A fragment that the loop `body` reads but does
+    /// not compute (attention's queries), swizzled as a pipeline stage is,
+    /// so that its `wgmma`s read it through a descriptor like a staged
+    /// tile. Held in registers instead, the operand took as many registers
+    /// through the whole loop, and ptxas 13.0 (and the driver of that
+    /// release) miscompiled it when the body branches (the mask's `if`): it
+    /// gave its registers to a tile computed later in the body, so the
+    /// next iteration's product read that tile (wrong rows on an H100).
+    pub(super) fn stage_invariant_operands(&mut self, body: &[Op]) {
+        if self.path != MmaPath::Wgmma {
+            return;
+        }
+        let inside = defined_in(body);
+        let mut stored = false;
+        for op in all_ops(body) {
+            let OpKind::Mma { a, b, .. } = op.kind else {
+                continue;
+            };
+            let l = self.layout(a).clone();
+            let (m, k, n) = (l.shape[0], l.shape[1], self.layout(b).shape[1]);
+            let eb = self.dtype(a).bytes();
+            let sw = Swizzle {
+                rows: m,
+                row_bytes: k * eb,
+            };
+            let fragment = Layout::wgmma_a(m, k, n, self.func.num_warps).as_ref() == Some(&l);
+            if inside.contains(&a) || self.staged_reads.contains_key(&a) || !fragment || sw.line_bytes() < 32 {
+                continue;
+            }
+            let offset = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
+            self.dynamic_shared = offset + m * k * eb;
+            let base = self.dynamic_address(offset, None);
+            let (tc, regs) = (self.coords(&l), self.regs_of(a));
+            let per_chunk = 16 / eb;
+            // Register pairs along K (the fragment's first register bit) are words.
+            for r in (0..l.num_regs()).step_by(2) {
+                let c = l.reg_coord(r);
+                let row = self.plus(&tc[0], c[0]);
+                let col = self.plus(&tc[1], c[1]);
+                let chunk = self.reg(RegClass::B32);
+                self.emit(format!("shr.u32 {chunk}, {col}, {};", per_chunk.trailing_zeros()));
+                let at = self.swizzled(&base, &row, &chunk, &sw);
+                let within = self.reg(RegClass::B32);
+                self.emit(format!("and.b32 {within}, {col}, {};", per_chunk - 1));
+                self.emit(format!("mad.lo.s32 {at}, {within}, {eb}, {at};"));
+                let word = self.packed_word(&regs[r], &regs[r + 1]);
+                self.emit(format!("st.shared.b32 [{at}], {word};"));
+            }
+            self.staged_reads.insert(a, (base, 1, Operand::A));
+            stored = true;
+        }
+        if stored {
+            // `wgmma` reads through the async proxy what every thread wrote.
+            self.emit("fence.proxy.async.shared::cta;");
+            self.barrier();
+        }
     }
 
     /// Computed once before the loop: this thread's warpgroup's entry of
