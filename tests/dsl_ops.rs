@@ -235,6 +235,68 @@ fn mma_takes_a_transposed_a_operand() {
     }
 }
 
+// ---- a product's rows reduced: warps split rows --------------------------------
+
+/// The maximum of each row of `a @ b` over a K-loop. Reducing the
+/// product's rows makes the warps split its rows first
+/// (`layout::WarpSplit::Rows`), the loaded `a` then staged in `wgmma`'s
+/// register-fragment layout on sm_90a, read through a descriptor.
+#[tile::kernel(T = [f32, bf16], BM = [64], BN = [64], BK = [32], num_warps = 4)]
+fn row_max_of_product<T, const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    out: &mut Tensor<f32>,
+) {
+    let m = block_id(0);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(1), BK) {
+        acc = mma(a.load([m, k], [BM, BK]), b.load([k, 0], [BK, BN]), acc);
+    }
+    out.store([m, 0], acc.max(1));
+}
+
+fn row_max_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, k): (usize, usize), tol: f64) {
+    let n = 64;
+    let a = host::<T>(&rng.normals(m * k, 1.0), &[m, k]);
+    let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
+    let (av, bv) = (values(&a), values(&b));
+    let reference: Vec<f64> = (0..m)
+        .map(|r| {
+            (0..n)
+                .map(|c| (0..k).map(|l| av[r * k + l] * bv[l * n + c]).sum::<f64>())
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect();
+    let mut want = HostTensor::full(&[m, 1], f32::NAN);
+    row_max_of_product::cpu::<T, 64, 64, 32>(cdiv(m, 64), &a, &b, &mut want).unwrap();
+    let what = format!("row max of a @ b {} {m}x{n}x{k}", T::DTYPE);
+    assert_close(&what, &values(&want), &reference, tol);
+    let Some(d) = d else { return };
+    let s = d.stream();
+    let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+    on_every_path(d, || {
+        let mut od = s.upload(&HostTensor::full(&[m, 1], f32::NAN)).unwrap();
+        row_max_of_product::launch::<T, 64, 64, 32>(&s, cdiv(m, 64), &ad, &bd, &mut od).unwrap();
+        same(&s, &what, &od, &want, tol);
+    });
+}
+
+#[test]
+fn a_products_rows_reduce_within_warps() {
+    let mut rng = Rng::new(37);
+    let d = tile::testing::gpu_or_skip("a_products_rows_reduce_within_warps");
+    // Ragged M and K.
+    for shape in [(200, 96), (64, 40)] {
+        row_max_case::<f32>(d.as_ref(), &mut rng, shape, 2e-3);
+        row_max_case::<bf16>(d.as_ref(), &mut rng, shape, 1e-5);
+    }
+    if let Some(d) = d {
+        // `out`'s one-element rows are not 16-byte aligned: the variant
+        // with vectors for the pipelined operands only.
+        assert_launched_on_sm90a(&d, &["row_max_of_product_bf16_64_64_32_wgmma_s"]);
+    }
+}
+
 // ---- a batched x @ w^T: three-dimensional tiles ------------------------------------
 
 /// `y[i] = x[i] @ w[i]^T` on `[1, rows, cols]` tiles: on sm_90a an f32 `y`
