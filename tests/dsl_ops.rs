@@ -297,6 +297,67 @@ fn a_products_rows_reduce_within_warps() {
     }
 }
 
+// ---- an accumulator read inside its K-loop -------------------------------------
+
+/// `total` adds up the running product after every K-step, so each
+/// step's product is read as soon as it is made: on sm_90a its `wgmma`s
+/// are awaited at once (none left running into the next step).
+#[tile::kernel(T = [bf16], BM = [64], BN = [64], BK = [32], num_warps = 4)]
+fn running_products<T, const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<T>,
+    b: &Tensor<T>,
+    out: &mut Tensor<f32>,
+) {
+    let m = block_id(0);
+    let n = block_id(1);
+    let mut acc = zeros([BM, BN]);
+    let mut total = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(1), BK) {
+        acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
+        total = total + acc;
+    }
+    out.store([m, n], total);
+}
+
+#[test]
+fn an_accumulator_read_inside_its_loop_is_complete() {
+    let mut rng = Rng::new(41);
+    let d = tile::testing::gpu_or_skip("an_accumulator_read_inside_its_loop_is_complete");
+    // Ragged M, N and K; more tiles than SMs.
+    for (m, n, k) in [(200, 136, 96), (1100, 1160, 72)] {
+        let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
+        let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
+        let (av, bv) = (values(&a), values(&b));
+        // Step s adds the product over K up to (s + 1) * 32: element (i, j)
+        // sums a[i, l] b[l, j] once per step at or after l's.
+        let steps = k.div_ceil(32);
+        let reference: Vec<f64> = (0..m * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k)
+                    .map(|l| (steps - l / 32) as f64 * av[i * k + l] * bv[l * n + j])
+                    .sum()
+            })
+            .collect();
+        let grid = (cdiv(m, 64) as u32, cdiv(n, 64) as u32);
+        let mut want = HostTensor::full(&[m, n], f32::NAN);
+        running_products::cpu::<bf16, 64, 64, 32>(grid, &a, &b, &mut want).unwrap();
+        let what = format!("running products {m}x{n}x{k}");
+        assert_close(&what, &values(&want), &reference, 1e-5);
+        let Some(d) = &d else { continue };
+        let s = d.stream();
+        let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
+        on_every_path(d, || {
+            let mut od = s.upload(&HostTensor::full(&[m, n], f32::NAN)).unwrap();
+            running_products::launch::<bf16, 64, 64, 32>(&s, grid, &ad, &bd, &mut od).unwrap();
+            same(&s, &what, &od, &want, 1e-5);
+        });
+    }
+    if let Some(d) = d {
+        assert_launched_on_sm90a(&d, &["running_products_bf16_64_64_32_wgmma"]);
+    }
+}
+
 // ---- a batched x @ w^T: three-dimensional tiles ------------------------------------
 
 /// `y[i] = x[i] @ w[i]^T` on `[1, rows, cols]` tiles: on sm_90a an f32 `y`
