@@ -339,7 +339,7 @@ fn an_accumulator_read_inside_its_loop_is_complete() {
                     .sum()
             })
             .collect();
-        let grid = (cdiv(m, 64) as u32, cdiv(n, 64) as u32);
+        let grid = (cdiv(m, 64), cdiv(n, 64));
         let mut want = HostTensor::full(&[m, n], f32::NAN);
         running_products::cpu::<bf16, 64, 64, 32>(grid, &a, &b, &mut want).unwrap();
         let what = format!("running products {m}x{n}x{k}");
