@@ -41,13 +41,15 @@ fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl F
             tflops(batch, t, (heads, d), ms)
         );
         let grid = attention::grid(batch, t, heads, d);
+        let band = attention::band::<T>(s.device(), batch, t, heads, d);
         let scale = 1.0 / (d as f32).sqrt();
         let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
         for consts in built.iter().filter(|c| c[2] as usize == d && c[1] as usize != chosen) {
             let consts: Vec<usize> = consts.iter().map(|&v| v as usize).collect();
             let ms = median_ms(s, 20, |i| {
                 let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
-                attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, heads as i32, scale).unwrap()
+                attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, heads as i32, scale, band)
+                    .unwrap()
             });
             print!(
                 "  {} keys per step {:>7.1}",

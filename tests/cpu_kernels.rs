@@ -183,17 +183,19 @@ fn causal_attention_matches_softmax_attention() {
             heads as i32,
             1.0 / (d as f32).sqrt(),
         );
-        // Every step size built for f32 (64 keys with heads of 64 or 128 is not).
-        for bk in [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32) {
+        // Every step size built for f32 (64 keys with heads of 64 or 128
+        // is not), the grid's order in bands of 1, 2 and 3 query blocks.
+        let step_sizes = [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32);
+        for (bk, band) in step_sizes.flat_map(|bk| [(bk, 1), (bk, 2), (bk, 3)]) {
             let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
             match (bk, d) {
-                (32, 32) => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, &qt, &mut out, h, scale),
-                (32, 64) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale),
-                (32, _) => attention::causal_attention::cpu::<f32, 64, 32, 128>(grid, &qt, &mut out, h, scale),
-                _ => attention::causal_attention::cpu::<f32, 128, 64, 32>(grid, &qt, &mut out, h, scale),
+                (32, 32) => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, &qt, &mut out, h, scale, band),
+                (32, 64) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale, band),
+                (32, _) => attention::causal_attention::cpu::<f32, 64, 32, 128>(grid, &qt, &mut out, h, scale, band),
+                _ => attention::causal_attention::cpu::<f32, 128, 64, 32>(grid, &qt, &mut out, h, scale, band),
             }
             .unwrap();
-            let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk}");
+            let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk} band {band}");
             assert_close(&what, &values(&out), &want, 1e-5);
         }
     }

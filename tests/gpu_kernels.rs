@@ -373,11 +373,15 @@ fn attention_case<T: Num>(
         .iter()
         .map(|c| c.iter().map(|&v| v as usize).collect::<Vec<_>>())
         .filter(|c| c[2] == d && c[1] != attention::keys_per_step::<T>());
-    for consts in others {
+    // Other step sizes, the grid's order one head at a time (band 1) and
+    // in bands of 3 (a short last band when the query blocks are not a
+    // multiple of 3).
+    for (consts, band) in others.flat_map(|c| [(c.clone(), 1), (c, 3)]) {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
         let (grid, scale) = (attention::grid(batch, t, heads, d), 1.0 / (d as f32).sqrt());
-        attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale).unwrap();
-        let what = format!("{what} keys per step {}", consts[1]);
+        attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale, band)
+            .unwrap();
+        let what = format!("{what} keys per step {} band {band}", consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
     }
 }

@@ -14,7 +14,9 @@ use crate::shapes::{dims, expect_shapes};
 use tile::{DType, Element, Stream, Tensor};
 
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
-/// Grid: [`grid`]. `BQ` queries per block as [`queries_per_block`] picks
+/// Grid: [`grid`], a block per `BQ` queries of one (sequence, head), taken
+/// in bands of `band` query blocks (as [`band`] picks it), the last
+/// queries' band first, head by head within a band. `BQ` queries per block as [`queries_per_block`] picks
 /// them: heads of 128 take 64, so that a warp's 16 rows of `acc` and `q`
 /// fit its registers. f32 with 64 keys per step and heads of 64 or more
 /// would spill.
@@ -37,12 +39,15 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     out: &mut Tensor<T>,
     heads: i32,
     scale: f32,
+    band: i32,
 ) {
-    let b = block_id(0) / heads;
-    let h = block_id(0) % heads;
     // The last queries see the most keys: their blocks go first, so the
     // grid ends on short ones.
-    let qb = num_blocks(1) - 1 - block_id(1);
+    let query_blocks = cdiv(qkv.shape(1), BQ);
+    let [from_last, head] = group_tiles(block_id(0), query_blocks, num_blocks(0) / query_blocks, band);
+    let qb = query_blocks - 1 - from_last;
+    let b = head / heads;
+    let h = head % heads;
     let k_head = heads + h;
     let v_head = 2 * heads + h;
     // Scores in base 2: exp(x * scale) = exp2(x * scale * log2 e).
@@ -78,10 +83,44 @@ pub fn queries_per_block(d: usize) -> usize {
 }
 
 /// The grid for `batch` sequences of `seq` tokens and `heads` heads of `d`
-/// columns: a block per (sequence, head) along x, per
-/// [`queries_per_block`] queries along y.
-pub fn grid(batch: usize, seq: usize, heads: usize, d: usize) -> (u32, u32) {
-    ((batch * heads) as u32, seq.div_ceil(queries_per_block(d)) as u32)
+/// columns: a block per [`queries_per_block`] queries of each (sequence,
+/// head).
+pub fn grid(batch: usize, seq: usize, heads: usize, d: usize) -> u32 {
+    (batch * heads * seq.div_ceil(queries_per_block(d))) as u32
+}
+
+/// Query blocks per band of the grid's order (a [`causal_attention`]
+/// `band`) for `batch` sequences of `seq` tokens in `heads` heads of `d`
+/// columns of `T` on `device`: [`band_for`] with two blocks per SM, as
+/// these kernels are built to run. Any band of 1 or more computes the same
+/// result.
+pub fn band<T: Element>(device: &tile::Device, batch: usize, seq: usize, heads: usize, d: usize) -> i32 {
+    let gpu = (2 * device.multiprocessors(), device.l2_bytes());
+    let head_bytes = 2 * seq * d * T::DTYPE.bytes();
+    band_for(gpu, batch * heads, head_bytes, seq.div_ceil(queries_per_block(d)))
+}
+
+/// The band for `heads` (sequence, head) pairs whose keys and values take
+/// `head_bytes` each, in `query_blocks` blocks each, on a GPU that runs
+/// `resident` blocks at once and has `l2_bytes` of L2.
+///
+/// Blocks of one head that run at the same time share its keys and values
+/// in L2. Taking bands of query blocks head by head, the blocks running at
+/// once span about `resident / band` heads. The band is the smallest for
+/// which those heads' keys and values fit in half of L2, or 2 when every
+/// head's fit (a head's neighbouring blocks, started together, read the
+/// same keys at the same time); at most a quarter of the query blocks, so
+/// that the grid still ends on short blocks. On an H100 that made heads of
+/// 128 3-23% faster and heads of 64 0-6% than one head after another
+/// (BENCHMARKS.md).
+fn band_for((resident, l2_bytes): (usize, usize), heads: usize, head_bytes: usize, query_blocks: usize) -> i32 {
+    let budget = (l2_bytes / 2).max(1);
+    let spread = if heads * head_bytes <= budget {
+        2
+    } else {
+        (resident * head_bytes).div_ceil(budget)
+    };
+    spread.min(query_blocks / 4).max(2) as i32
 }
 
 /// Keys per step for element type `T` (a [`causal_attention`] `BK`): 64
@@ -124,5 +163,37 @@ pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, he
         out,
         heads as i32,
         scale,
+        band::<T>(stream.device(), batch, seq, heads, d),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bands_keep_the_heads_running_at_once_within_half_of_l2() {
+        // An H100: 132 SMs at two blocks each, 50 MiB of L2.
+        let h100 = (264, 50 << 20);
+        let band = |batch: usize, seq: usize, heads: usize, d: usize, bytes: usize| {
+            band_for(
+                h100,
+                batch * heads,
+                2 * seq * d * bytes,
+                seq.div_ceil(queries_per_block(d)),
+            )
+        };
+        // GPT-2's 12 heads of 64 in bf16, 24 MiB of keys and values: all fit.
+        for (batch, seq) in [(8, 1024), (4, 2048), (2, 4096)] {
+            assert_eq!(band(batch, seq, 12, 64, 2), 2);
+        }
+        // 16 heads of 128, 64 MiB: 66 heads' at once at 8x1024, 33 at
+        // 4x2048, 16.5 at 2x4096.
+        assert_eq!(band(8, 1024, 16, 128, 2), 4);
+        assert_eq!(band(4, 2048, 16, 128, 2), 8);
+        assert_eq!(band(2, 4096, 16, 128, 2), 16);
+        // At most a quarter of the query blocks (8 at 8x1024), at least 2.
+        assert_eq!(band(8, 1024, 12, 64, 4), 2);
+        assert_eq!(band(1, 100, 1, 64, 2), 2);
+    }
 }

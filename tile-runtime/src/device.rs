@@ -19,6 +19,8 @@ pub struct Device {
     arch_specific: AtomicBool,
     /// Streaming multiprocessors.
     sm_count: u32,
+    /// L2 cache size in bytes.
+    l2_bytes: usize,
     /// Shared memory one block may have (opting in past 48 KiB).
     block_shared_bytes: usize,
     /// A smaller limit set for testing (see [`Device::limit_block_shared_bytes`]).
@@ -79,9 +81,11 @@ impl Device {
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))?;
         let attribute = |a| ctx.attribute(a).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
         use cudarc::driver::sys::CUdevice_attribute::{
-            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         };
         let sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let l2_bytes = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
         let block_shared_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         if capability.0 < 9 {
             return Err(Error::UnsupportedDevice {
@@ -96,6 +100,7 @@ impl Device {
             capability,
             arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
             sm_count: sm_count.max(1) as u32,
+            l2_bytes: l2_bytes.max(0) as usize,
             block_shared_bytes: block_shared_bytes.max(0) as usize,
             block_shared_limit: AtomicUsize::new(usize::MAX),
             functions: Mutex::new(HashMap::new()),
@@ -111,6 +116,12 @@ impl Device {
     /// blocks leaves some of them idle.
     pub fn multiprocessors(&self) -> usize {
         self.sm_count as usize
+    }
+
+    /// L2 cache size in bytes (50 MiB on an H100 SXM): what blocks running
+    /// at once can share of what they read.
+    pub fn l2_bytes(&self) -> usize {
+        self.l2_bytes
     }
 
     /// (major, minor), e.g. (9, 0) for H100/H200.
