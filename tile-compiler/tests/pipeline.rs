@@ -922,7 +922,8 @@ fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once()
 /// before it, is stored once, swizzled, and read through a descriptor, not
 /// held in registers: ptxas 13.0 gave such registers to a tile computed
 /// later in a body that branches (the mask's `if`), and the next
-/// iteration's `q @ k^T` read that tile (wrong rows on an H100).
+/// iteration's `q @ k^T` read that tile (wrong rows on an H100). A
+/// warpgroup takes 64 queries (`wgmma`'s M), whatever `num_warps` says.
 #[test]
 fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
     for consts in ["BQ = [128], BK = [64], D = [64]", "BQ = [64], BK = [32], D = [32]"] {
@@ -951,5 +952,15 @@ fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
         );
         let awaited = body.matches("wgmma.wait_group.sync.aligned 0;").count();
         assert_eq!(awaited, 2, "{consts}: both products awaited at once");
+        // A warpgroup per 64 queries on `wgmma`, each warp 16 rows; the
+        // hint's four warps (32 rows each for 128 queries) on `mma.sync`.
+        let queries = if consts.starts_with("BQ = [128]") { 128 } else { 64 };
+        assert_eq!(w.threads, 2 * queries, "{consts}: a warpgroup per 64 queries");
+        let portable = k
+            .variants
+            .iter()
+            .find(|v| v.target.is_none())
+            .expect("a portable variant");
+        assert_eq!(portable.threads, 128, "{consts}: four warps on mma.sync");
     }
 }

@@ -375,7 +375,8 @@ fn lower_with(
         // would pass what it should take: the stages get what the rest of
         // the block (its scratch area, operands stored once) leaves.
         // Portable PTX runs on sm_120 too, whose blocks get 99 KiB. Two
-        // `wgmma` blocks of one warpgroup share an SM, each one's products
+        // `wgmma` blocks that are not warp-specialized (or of one
+        // warpgroup) share an SM, each one's products
         // overlapping the other's other work, in half an SM each
         // (attention: one block per SM instead of two cost 40%, H100).
         let limit = match path {

@@ -270,21 +270,24 @@ impl Lower<'_> {
         // share an SM while three stages fit in half of it, so that one
         // block's epilogue overlaps the other's K-loop (ncu, before warp
         // specialization: 128x128 tiles with six 32 KiB stages at one block
-        // per SM, tensor pipe 37% busy). Two consumer warpgroups (splitting
-        // a tile, or taking turns) and the producer's hold a whole SM's
-        // registers: they take the stages.
-        let one_warpgroup = self.func.num_warps == 4 && teams == 1;
+        // per SM, tensor pipe 37% busy). So does a kernel that is not
+        // warp-specialized (`!transposing`), whatever its warps: every warp
+        // computes, and two blocks overlap each other's products with
+        // their other work (attention). Two consumer warpgroups of a
+        // specialized kernel (splitting a tile, or taking turns) and the
+        // producer's hold a whole SM's registers: they take the stages.
+        let shares_sm = teams == 1 && (self.func.num_warps == 4 || !transposing);
         let stages = match (self.num_stages, self.path) {
             (Some(n), _) => n as usize,
             (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
-            (None, MmaPath::Wgmma) if one_warpgroup && 3 * offset <= HALF_SM_BYTES => {
+            (None, MmaPath::Wgmma) if shares_sm && 3 * offset <= HALF_SM_BYTES => {
                 (HALF_SM_BYTES.min(budget) / offset).clamp(2, 6)
             }
             (None, MmaPath::Wgmma) => (budget / offset).clamp(2, 6),
         };
         let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
         let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
-        let flexible = self.path == MmaPath::Portable || (one_warpgroup && !transposing);
+        let flexible = self.path == MmaPath::Portable || (shares_sm && !transposing);
         if flexible && self.stages.is_none() {
             self.stages = Some((stages * offset, offset));
         }
