@@ -91,6 +91,13 @@ fn blocks_per_sm(shared_bytes: usize, threads: u32, live_registers: usize) -> u3
     blocks.clamp(1, SM_THREADS / threads)
 }
 
+/// `2^x` on the GPU: the hardware approximation, results below 2^-126
+/// flushed to zero (`.ftz`; a subnormal `x` gives 1 either way). Without
+/// `.ftz`, ptxas wraps each `MUFU.EX2` in a range check and two multiplies
+/// to produce subnormal results: 3 of the ~15 instructions attention's loop
+/// spends per score (SASS, sm_90a).
+const EX2: &str = "ex2.approx.ftz.f32";
+
 /// Alignment of the scratch area (and of each team's part): the 1024-byte
 /// period of the 128-byte swizzle, which TMA applies to shared addresses
 /// (`lower/tma_store.rs`).
@@ -978,9 +985,9 @@ impl<'a> Lower<'a> {
             (UnaryOp::Exp, _) => {
                 let s = self.reg(RegClass::F32);
                 self.emit(format!("mul.f32 {s}, {a}, {};", f32_imm(std::f64::consts::LOG2_E)));
-                self.emit(format!("ex2.approx.f32 {d}, {s};"));
+                self.emit(format!("{EX2} {d}, {s};"));
             }
-            (UnaryOp::Exp2, _) => self.emit(format!("ex2.approx.f32 {d}, {a};")),
+            (UnaryOp::Exp2, _) => self.emit(format!("{EX2} {d}, {a};")),
             (UnaryOp::Log, _) => {
                 let s = self.reg(RegClass::F32);
                 self.emit(format!("lg2.approx.f32 {s}, {a};"));
@@ -1018,7 +1025,7 @@ impl<'a> Lower<'a> {
         let arg = self.reg(RegClass::F32);
         self.emit(format!("mul.f32 {arg}, {sq}, {};", f32_imm(-std::f64::consts::LOG2_E)));
         let e = self.reg(RegClass::F32);
-        self.emit(format!("ex2.approx.f32 {e}, {arg};"));
+        self.emit(format!("{EX2} {e}, {arg};"));
         let r = self.reg(RegClass::F32);
         self.emit(format!("neg.f32 {pt}, {pt};"));
         self.emit(format!("fma.rn.f32 {r}, {pt}, {e}, 0f3F800000;"));
