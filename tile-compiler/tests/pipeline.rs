@@ -922,8 +922,10 @@ fn an_attention_loop_carries_statistics_in_place_and_converts_its_queries_once()
 /// before it, is stored once, swizzled, and read through a descriptor, not
 /// held in registers: ptxas 13.0 gave such registers to a tile computed
 /// later in a body that branches (the mask's `if`), and the next
-/// iteration's `q @ k^T` read that tile (wrong rows on an H100). A
-/// warpgroup takes 64 queries (`wgmma`'s M), whatever `num_warps` says.
+/// iteration's `q @ k^T` read that tile (wrong rows on an H100). `q` is
+/// stored as loaded, swizzled, without the conversion into the fragment
+/// layout. A warpgroup takes 64 queries (`wgmma`'s M), whatever
+/// `num_warps` says.
 #[test]
 fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
     for consts in ["BQ = [128], BK = [64], D = [64]", "BQ = [64], BK = [32], D = [32]"] {
@@ -938,6 +940,17 @@ fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
         assert!(
             before.contains("fence.proxy.async.shared::cta;"),
             "{consts}: q stored for wgmma"
+        );
+        // As loaded, not converted first (a round trip through shared
+        // memory), and after the first stages' copies are issued.
+        assert!(
+            !before.contains("ldmatrix") && !before.contains("ld.shared"),
+            "{consts}: q not converted before it is stored"
+        );
+        let first_copy = before.find("cp.async.bulk.tensor").expect("the first stages' copies");
+        assert!(
+            before.find("st.shared.v4").is_some_and(|q| q > first_copy),
+            "{consts}: q stored, 16 bytes at a time, after the copies are issued"
         );
         let products: Vec<&str> = body.lines().filter(|l| l.contains("wgmma.mma_async")).collect();
         let (scores, values): (Vec<&str>, Vec<&str>) = products.iter().partition(|l| l.ends_with(", 0, 0;"));

@@ -306,6 +306,7 @@ fn lower_with(
         consts: HashMap::new(),
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
+        stored_unconverted: HashMap::new(),
         pipelined: BTreeSet::new(),
         interleaved: HashSet::new(),
         vector_accessed: BTreeSet::new(),
@@ -578,6 +579,10 @@ struct Lower<'a> {
     /// Conversions a pipeline serves from shared memory: the tile's address
     /// register, its stored orientation, and the operand role.
     staged_reads: HashMap<ValueId, (String, usize, Operand)>,
+    /// Loop-invariant `wgmma` A operands stored once before their loop
+    /// straight from the tile they convert (`convert -> source`), not
+    /// converted first ([`Lower::staged_once`]).
+    stored_unconverted: HashMap<ValueId, ValueId>,
     /// The tensors the pipelines in use copy from.
     pipelined: BTreeSet<usize>,
     /// Staged conversions whose tiles have their rows interleaved
@@ -1592,6 +1597,11 @@ impl<'a> Lower<'a> {
     }
 
     fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
+        if self.staged_once(result).is_some_and(|source| source == arg) {
+            // Stored straight from `arg` before its loop: no registers.
+            self.stored_unconverted.insert(result, arg);
+            return Vec::new();
+        }
         let (la, lb) = (self.layout(arg), self.layout(result));
         if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
             // `wgmma` reads the stage itself, through a descriptor.

@@ -16,7 +16,8 @@
 //! A kernel gets this variant only when every `mma` in it can take the
 //! path; otherwise it keeps its portable `mma.sync` variant alone.
 
-use super::pipeline::STAGED_TILE_ALIGN;
+use super::convert::SharedTile;
+use super::pipeline::{STAGED_TILE_ALIGN, uses};
 use super::tensor_core::{ACC, HALF_A, Swizzle};
 use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
@@ -430,45 +431,42 @@ impl Lower<'_> {
     /// release) miscompiled it when the body branches (the mask's `if`): it
     /// gave its registers to a tile computed later in the body, so the
     /// next iteration's product read that tile (wrong rows on an H100).
+    /// An operand whose conversion was not emitted ([`Lower::staged_once`])
+    /// is stored from the tile it converts, as that tile's registers lie.
     pub(super) fn stage_invariant_operands(&mut self, body: &[Op]) {
-        if self.path != MmaPath::Wgmma {
-            return;
-        }
-        let inside = defined_in(body);
         let mut stored = false;
-        for op in all_ops(body) {
-            let OpKind::Mma { a, b, .. } = op.kind else {
-                continue;
-            };
+        for a in self.invariant_a_operands(body) {
             let l = self.layout(a).clone();
-            let (m, k, n) = (l.shape[0], l.shape[1], self.layout(b).shape[1]);
+            let (m, k) = (l.shape[0], l.shape[1]);
             let eb = self.dtype(a).bytes();
             let sw = Swizzle {
                 rows: m,
                 row_bytes: k * eb,
             };
-            let fragment = Layout::wgmma_a(m, k, n, self.func.num_warps).as_ref() == Some(&l);
-            if inside.contains(&a) || self.staged_reads.contains_key(&a) || !fragment || sw.line_bytes() < 32 {
-                continue;
-            }
             let offset = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
             self.dynamic_shared = offset + m * k * eb;
             let base = self.dynamic_address(offset, None);
-            let (tc, regs) = (self.coords(&l), self.regs_of(a));
-            let per_chunk = 16 / eb;
-            // Register pairs along K (the fragment's first register bit) are words.
-            for r in (0..l.num_regs()).step_by(2) {
-                let c = l.reg_coord(r);
-                let row = self.plus(&tc[0], c[0]);
-                let col = self.plus(&tc[1], c[1]);
-                let chunk = self.reg(RegClass::B32);
-                self.emit(format!("shr.u32 {chunk}, {col}, {};", per_chunk.trailing_zeros()));
-                let at = self.swizzled(&base, &row, &chunk, &sw);
-                let within = self.reg(RegClass::B32);
-                self.emit(format!("and.b32 {within}, {col}, {};", per_chunk - 1));
-                self.emit(format!("mad.lo.s32 {at}, {within}, {eb}, {at};"));
-                let word = self.packed_word(&regs[r], &regs[r + 1]);
-                self.emit(format!("st.shared.b32 [{at}], {word};"));
+            if let Some(&source) = self.stored_unconverted.get(&a) {
+                // As loaded, in the widest accesses its registers allow.
+                let ls = self.layout(source).clone();
+                let tile = SharedTile {
+                    shape: &ls.shape,
+                    elem_bytes: eb,
+                    swizzle: sw,
+                    dropped: &[],
+                };
+                let regs = self.regs_of(source);
+                let owner = self.owner_pred(ls.replicated_mask());
+                for w in self.shared_accesses(&ls, &tile, &base) {
+                    self.store_shared(
+                        &regs[w.first..w.first + w.width],
+                        eb,
+                        (&w.addr, w.imm),
+                        owner.as_deref(),
+                    );
+                }
+            } else {
+                self.store_fragment(a, &base, &sw);
             }
             self.staged_reads.insert(a, (base, 1, Operand::A));
             stored = true;
@@ -477,6 +475,85 @@ impl Lower<'_> {
             // `wgmma` reads through the async proxy what every thread wrote.
             self.emit("fence.proxy.async.shared::cta;");
             self.barrier();
+        }
+    }
+
+    /// The loop-invariant 16-bit `a` operands of the `mma`s in loop `body`
+    /// in `wgmma`'s A fragment (the layout pass chose it) with rows of 32
+    /// bytes or more: the ones [`Lower::stage_invariant_operands`] stores.
+    fn invariant_a_operands(&self, body: &[Op]) -> Vec<ValueId> {
+        if self.path != MmaPath::Wgmma {
+            return Vec::new();
+        }
+        let inside = defined_in(body);
+        let mut found = Vec::new();
+        for op in all_ops(body) {
+            let OpKind::Mma { a, b, .. } = op.kind else {
+                continue;
+            };
+            let l = self.layout(a);
+            let (m, k, n) = (l.shape[0], l.shape[1], self.layout(b).shape[1]);
+            let sw = Swizzle {
+                rows: m,
+                row_bytes: k * self.dtype(a).bytes(),
+            };
+            let fragment = Layout::wgmma_a(m, k, n, self.func.num_warps).as_ref() == Some(l);
+            if !inside.contains(&a)
+                && !self.staged_reads.contains_key(&a)
+                && !found.contains(&a)
+                && fragment
+                && sw.line_bytes() >= 32
+            {
+                found.push(a);
+            }
+        }
+        found
+    }
+
+    /// The tile a top-level conversion `result` converts, when `result` is
+    /// one of a later loop's invariant `a` operands and nothing else: then
+    /// [`Lower::stage_invariant_operands`] stores that tile as it is,
+    /// swizzled, and the conversion (a round trip through the scratch area)
+    /// is not emitted; the stores then also come after the loop's first
+    /// copies are issued, so the tile's own load overlaps them.
+    pub(super) fn staged_once(&self, result: ValueId) -> Option<ValueId> {
+        let body = &self.func.body;
+        let source = body.iter().find_map(|op| match op.kind {
+            OpKind::Convert(arg) if op.results.first() == Some(&result) => Some(arg),
+            _ => None,
+        })?;
+        let in_loop = body.iter().find_map(|op| match &op.kind {
+            OpKind::For { body: inner, .. } if self.invariant_a_operands(inner).contains(&result) => Some(inner),
+            _ => None,
+        })?;
+        let as_a = all_ops(in_loop)
+            .iter()
+            .filter(|op| matches!(op.kind, OpKind::Mma { a, .. } if a == result))
+            .count();
+        let writable = *self.layout(source).shape.last()? * self.dtype(source).bytes() >= 16;
+        (writable && as_a == uses(body, result) && self.layout(source).shape == self.layout(result).shape)
+            .then_some(source)
+    }
+
+    /// Stores `a`'s `wgmma` A fragment at `base`, swizzled by `sw`: each
+    /// register pair along K (the fragment's first register bit) a word.
+    fn store_fragment(&mut self, a: ValueId, base: &str, sw: &Swizzle) {
+        let l = self.layout(a).clone();
+        let eb = self.dtype(a).bytes();
+        let (tc, regs) = (self.coords(&l), self.regs_of(a));
+        let per_chunk = 16 / eb;
+        for r in (0..l.num_regs()).step_by(2) {
+            let c = l.reg_coord(r);
+            let row = self.plus(&tc[0], c[0]);
+            let col = self.plus(&tc[1], c[1]);
+            let chunk = self.reg(RegClass::B32);
+            self.emit(format!("shr.u32 {chunk}, {col}, {};", per_chunk.trailing_zeros()));
+            let at = self.swizzled(base, &row, &chunk, sw);
+            let within = self.reg(RegClass::B32);
+            self.emit(format!("and.b32 {within}, {col}, {};", per_chunk - 1));
+            self.emit(format!("mad.lo.s32 {at}, {within}, {eb}, {at};"));
+            let word = self.packed_word(&regs[r], &regs[r + 1]);
+            self.emit(format!("st.shared.b32 [{at}], {word};"));
         }
     }
 
