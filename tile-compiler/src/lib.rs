@@ -159,7 +159,7 @@ fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
 /// reduced, or feed another `mma`: attention), a warpgroup per 64 rows of
 /// the tallest product, whatever the hint: `wgmma`'s M, so each warp holds
 /// 16 rows of each tile (a hint sized for `mma.sync`, 32 rows a warp, would
-/// leave each warpgroup two slabs; heads of 64 ran 10-12% faster with two
+/// leave each warpgroup two slabs; heads of 64 ran 4-9% faster with two
 /// warpgroups than with one, H100). Otherwise the hint; or one warpgroup,
 /// and two when a tile has at least 128 rows and 128 x 128 elements (each
 /// warpgroup then holds a 64-row slab or more). A 128 x 128 tile prefers

@@ -16,9 +16,9 @@ use tile::{DType, Element, Stream, Tensor};
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
 /// Grid: [`grid`], a block per `BQ` queries of one (sequence, head), taken
 /// in bands of `band` query blocks (as [`band`] picks it), the last
-/// queries' band first, head by head within a band. `BQ` queries per block as [`queries_per_block`] picks
-/// them: heads of 128 take 64, so that a warp's 16 rows of `acc` and `q`
-/// fit its registers. f32 with 64 keys per step and heads of 64 or more
+/// queries' band first, head by head within a band. `BQ` queries per block
+/// as [`queries_per_block`] picks them: heads of 128 take 64, so that a
+/// warp's 16 rows of `acc` and `q` fit its registers. f32 with 64 keys per step and heads of 64 or more
 /// would spill.
 #[tile::kernel(
     T = [f32, bf16, f16],
@@ -187,7 +187,7 @@ mod tests {
         for (batch, seq) in [(8, 1024), (4, 2048), (2, 4096)] {
             assert_eq!(band(batch, seq, 12, 64, 2), 2);
         }
-        // 16 heads of 128, 64 MiB: 66 heads' at once at 8x1024, 33 at
+        // 16 heads of 128, 64 MiB: 66 heads at once at 8x1024, 33 at
         // 4x2048, 16.5 at 2x4096.
         assert_eq!(band(8, 1024, 16, 128, 2), 4);
         assert_eq!(band(4, 2048, 16, 128, 2), 8);
