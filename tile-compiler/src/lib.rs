@@ -99,15 +99,48 @@ fn combinations<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
     out
 }
 
-/// Picks `num_warps`: the hint, or one warp per 512 elements of the largest
+/// Picks `num_warps`: the hint or [`default_warps`], then as many more as
+/// [`row_split_warps`] takes.
+fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
+    row_split_warps(func, hint.unwrap_or_else(|| default_warps(func)))
+}
+
+/// Accumulator registers a thread may hold across a kernel's products
+/// when its warps split their rows: half of the 255 it can have.
+const ROW_SPLIT_ACCUMULATORS: usize = 128;
+
+/// `warps`, doubled while the warps split the products' rows (their rows
+/// are reduced, or feed another `mma`: attention), each thread would hold
+/// more than [`ROW_SPLIT_ACCUMULATORS`] of the products' accumulators
+/// together, and each warp would keep at least 16 rows (`mma`'s M).
+/// Attention with 128 queries, heads of 128 and 128 keys per step holds
+/// 256 a thread at four warps, which spilled (ptxas); eight hold 128.
+fn row_split_warps(func: &ir::Func, warps: u32) -> u32 {
+    if layout::WarpSplit::of(func) != layout::WarpSplit::Rows {
+        return warps;
+    }
+    let accumulators: Vec<Vec<usize>> = ir::all_ops(&func.body)
+        .iter()
+        .filter_map(|op| match &op.kind {
+            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
+            _ => None,
+        })
+        .collect();
+    let elements: usize = accumulators.iter().map(|s| s.iter().product::<usize>()).sum();
+    let rows = accumulators.iter().map(|s| s[0]).max().unwrap_or(0);
+    let mut warps = warps;
+    while elements > ROW_SPLIT_ACCUMULATORS * 32 * warps as usize && 32 * warps as usize <= rows {
+        warps *= 2;
+    }
+    warps
+}
+
+/// `num_warps` without a hint: one warp per 512 elements of the largest
 /// tile (16 per thread: two to four 16-byte vectors), from 1 to 16 warps.
 /// When the kernel reduces rows (along the last axis) and there are fewer
 /// rows than that, it takes one warp per row if a warp can hold a row in at
 /// most 32 registers per thread: the reductions then need no shared memory.
-fn choose_warps(func: &ir::Func, hint: Option<u32>) -> u32 {
-    if let Some(h) = hint {
-        return h;
-    }
+fn default_warps(func: &ir::Func) -> u32 {
     // Tensor-core kernels: one warp per 4096 accumulator elements (2048 for
     // f32 operands, whose fragments take twice the registers), at most 8, so
     // 16-bit warps compute 64x64 tiles (measured faster than 32x64 on an

@@ -977,3 +977,29 @@ fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
         assert_eq!(portable.threads, 128, "{consts}: four warps on mma.sync");
     }
 }
+
+/// Warps that split rows hold every product's accumulator rows: with 128
+/// queries, heads of 128 and 128 keys per step, four warps would hold 256
+/// accumulator registers a thread (they spilled), so the portable variant
+/// takes eight, 16 rows each, as `wgmma`'s two warpgroups do. Its stages
+/// (64 KiB each, keys and values) are as many as fit beside `q` and the
+/// scratch area: two, not the three the pipeline's budget alone allows.
+#[test]
+fn attention_warps_split_rows_until_their_accumulators_fit() {
+    let k = library_attention("BQ = [128], BK = [128], D = [128]");
+    for v in &k.variants {
+        assert_eq!(v.threads, 256, "{}: eight warps", v.entry);
+    }
+    let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
+    let stages = w.ptx.matches("mbarrier.init").count();
+    assert_eq!(stages, 2, "two stages of keys and values");
+    assert!(w.dynamic_shared_bytes + w.shared_bytes <= 227 * 1024);
+    // Four warps where the accumulators fit: 128 queries, heads of 64.
+    let k = library_attention("BQ = [128], BK = [64], D = [64]");
+    let portable = k
+        .variants
+        .iter()
+        .find(|v| v.target.is_none())
+        .expect("a portable variant");
+    assert_eq!(portable.threads, 128);
+}

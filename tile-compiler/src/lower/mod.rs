@@ -402,10 +402,14 @@ fn lower_with(
     }
     if static_bytes + dynamic_bytes > MAX_BLOCK_SHARED_BYTES && stage_budget.is_none() && num_stages.is_none() {
         // Fewer pipeline stages, leaving room for the scratch area (and the
-        // stages' mbarriers): lower again from the start.
+        // stages' mbarriers), and for operands stored once where the stages
+        // are known (`l.stages`): lower again from the start.
+        let rest = l
+            .stages
+            .map_or(l.shared_bytes, |(stages, _)| static_bytes + dynamic_bytes - stages);
         let how = Lowering {
             scratch_offset: None,
-            stage_budget: Some(MAX_BLOCK_SHARED_BYTES.saturating_sub(l.shared_bytes + 1024)),
+            stage_budget: Some(MAX_BLOCK_SHARED_BYTES.saturating_sub(rest + 1024)),
             ..how
         };
         return lower_with(func, layouts, vectorized, entry_name, how);
