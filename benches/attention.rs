@@ -1,7 +1,8 @@
 //! Causal attention throughput on GPT-2 124M's attention shapes (12 heads of
 //! 64) and on 16 heads of 128 (a 2048-wide model), batch x length 8 x 1024,
-//! 4 x 2048 and 2 x 4096: `attention::run`, each step size built, and on
-//! Hopper `run` on the portable path too, in TFLOP/s. Run on a GPU:
+//! 4 x 2048 and 2 x 4096: `attention::run` (its tiling printed as queries x
+//! keys per step), each other tiling built, and on Hopper `run` on the
+//! portable path too, in TFLOP/s. Run on a GPU:
 //!
 //! ```text
 //! benches/with_pytorch.sh attention                 # this bench, then PyTorch SDPA on the same shapes
@@ -35,24 +36,28 @@ fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl F
         let ms = median_ms(s, 20, |i| {
             attention::run(s, &qkvs[i % SETS], &mut outs[i % SETS], heads).unwrap()
         });
-        let chosen = attention::keys_per_step::<T>();
+        let (queries, keys) = attention::tiling::<T>(s.device(), t, d);
         print!(
-            "{dtype:<5} {batch}x{t:<5} h={heads} d={d:<3}  run {:>7.1} TFLOP/s ({ms:.3} ms, {chosen} keys per step)",
+            "{dtype:<5} {batch}x{t:<5} h={heads} d={d:<3}  run {:>7.1} TFLOP/s ({ms:.3} ms, {queries}x{keys})",
             tflops(batch, t, (heads, d), ms)
         );
-        let grid = attention::grid(batch, t, heads, d);
-        let band = attention::band::<T>(s.device(), batch, t, heads, d);
         let scale = 1.0 / (d as f32).sqrt();
         let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
-        for consts in built.iter().filter(|c| c[2] as usize == d && c[1] as usize != chosen) {
-            let consts: Vec<usize> = consts.iter().map(|&v| v as usize).collect();
+        let others = built
+            .iter()
+            .map(|c| c.iter().map(|&v| v as usize).collect::<Vec<_>>())
+            .filter(|c| c[2] == d && c[..2] != [queries, keys]);
+        for consts in others {
+            let grid = attention::grid(batch, t, heads, consts[0]);
+            let band = attention::band::<T>(s.device(), (batch, t, heads, d), (consts[0], consts[1]));
             let ms = median_ms(s, 20, |i| {
                 let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
                 attention::causal_attention::launch_with::<T>(s, &consts, grid, qkv, out, heads as i32, scale, band)
                     .unwrap()
             });
             print!(
-                "  {} keys per step {:>7.1}",
+                "  {}x{} {:>7.1}",
+                consts[0],
                 consts[1],
                 tflops(batch, t, (heads, d), ms)
             );

@@ -179,7 +179,7 @@ fn causal_attention_matches_softmax_attention() {
         let qt = host::<f32>(&qkv, &[batch, t, 3 * c]);
         let want = attention_ref(&qkv, batch, t, c, heads);
         let (grid, h, scale) = (
-            attention::grid(batch, t, heads, d),
+            attention::grid(batch, t, heads, attention::queries_per_block(d)),
             heads as i32,
             1.0 / (d as f32).sqrt(),
         );

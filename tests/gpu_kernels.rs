@@ -351,7 +351,7 @@ fn linear_matches_cpu_reference() {
 }
 
 /// Causal attention on the tensor cores against the f64 reference: the
-/// step size `attention::run` picks, then every other one built for `T`
+/// tiling `attention::run` picks, then every other one built for `T`
 /// (f32 multiplies through tf32: `tol` 2e-3; bf16 rounds `p` too).
 fn attention_case<T: Num>(
     s: &Stream,
@@ -368,20 +368,21 @@ fn attention_case<T: Num>(
     let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
     attention::run(s, &qd, &mut od, heads).unwrap();
     assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
+    let (queries, keys) = attention::tiling::<T>(s.device(), t, d);
     let built = attention::causal_attention::KERNEL.specializations(&[T::DTYPE]);
     let others = built
         .iter()
         .map(|c| c.iter().map(|&v| v as usize).collect::<Vec<_>>())
-        .filter(|c| c[2] == d && c[1] != attention::keys_per_step::<T>());
-    // Other step sizes, the grid's order one head at a time (band 1) and
-    // in bands of 3 (a short last band when the query blocks are not a
+        .filter(|c| c[2] == d && c[..2] != [queries, keys]);
+    // Other tilings, the grid's order one head at a time (band 1) and in
+    // bands of 3 (a short last band when the query blocks are not a
     // multiple of 3).
     for (consts, band) in others.flat_map(|c| [(c.clone(), 1), (c, 3)]) {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
-        let (grid, scale) = (attention::grid(batch, t, heads, d), 1.0 / (d as f32).sqrt());
+        let (grid, scale) = (attention::grid(batch, t, heads, consts[0]), 1.0 / (d as f32).sqrt());
         attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale, band)
             .unwrap();
-        let what = format!("{what} keys per step {} band {band}", consts[1]);
+        let what = format!("{what} {}x{} band {band}", consts[0], consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
     }
 }
@@ -419,6 +420,8 @@ fn attention_matches_f64_reference() {
             attention_case::<f32>(&s, &mut rng, shape, 1, 2e-3);
             attention_case::<bf16>(&s, &mut rng, shape, 1, bf16::TOL);
         }
+        // A long ragged sequence: on sm_90a, 128 queries and 128 keys per step.
+        attention_case::<bf16>(&s, &mut rng, (1, 4100, 1, 128), 0, bf16::TOL);
     });
     assert_launched_on_sm90a(
         &d,
@@ -426,6 +429,7 @@ fn attention_matches_f64_reference() {
             "causal_attention_bf16_128_64_64_wgmma",
             "causal_attention_f16_128_32_32_wgmma",
             "causal_attention_bf16_64_64_128_wgmma",
+            "causal_attention_bf16_128_128_128_wgmma",
         ],
     );
 }

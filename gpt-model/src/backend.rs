@@ -230,7 +230,7 @@ impl Backend for Cpu {
     fn attention(&self, qkv: &HostTensor<f32>, out: &mut HostTensor<f32>, heads: usize) -> Result<()> {
         let (batch, t, d) = attention::sizes(qkv.shape(), out.shape(), heads)?;
         let (grid, h, scale) = (
-            attention::grid(batch, t, heads, d),
+            attention::grid(batch, t, heads, attention::queries_per_block(d)),
             heads as i32,
             1.0 / (d as f32).sqrt(),
         );

@@ -4,7 +4,9 @@
 //! Both products run on the tensor cores: the scores `q @ k^T`, and `p @ v`
 //! with `p` (the softmax's numerators) computed in the loop. Four warps
 //! split the queries (the compiler splits rows first when a product's rows
-//! are reduced), so each row's maximum and sum stay within a warp.
+//! are reduced, and takes more warps where four would hold too many
+//! accumulators, or for `wgmma`'s 64-row warpgroups), so each row's
+//! maximum and sum stay within a warp.
 //!
 //! `qkv: [B, T, 3C]` holds queries, keys and values side by side (as a fused
 //! QKV projection writes them), each split into heads of `D` columns;
@@ -16,20 +18,27 @@ use tile::{DType, Element, Stream, Tensor};
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
 /// Grid: [`grid`], a block per `BQ` queries of one (sequence, head), taken
 /// in bands of `band` query blocks (as [`band`] picks it), the last
-/// queries' band first, head by head within a band. `BQ` queries per block
-/// as [`queries_per_block`] picks them: heads of 128 take 64, so that a
-/// warp's 16 rows of `acc` and `q` fit its registers. f32 with 64 keys per step and heads of 64 or more
-/// would spill.
+/// queries' band first, head by head within a band. `BQ` and `BK` as
+/// [`tiling`] picks them: heads of 128 take 64 queries per block (a warp's
+/// 16 rows of `acc` and `q` then fit its registers), or 128 queries and
+/// 128 keys per step on long sequences on Hopper (the compiler then gives
+/// each warp 16 rows: eight warps). f32 with 64 keys per step and heads
+/// of 64 or more would spill.
 #[tile::kernel(
     T = [f32, bf16, f16],
     BQ = [64, 128],
-    BK = [32, 64],
+    BK = [32, 64, 128],
     D = [32, 64, 128],
     num_warps = 4,
     skip = [
         (BQ = 64, D = 32),
         (BQ = 64, D = 64),
-        (BQ = 128, D = 128),
+        (BQ = 64, BK = 128),
+        (BQ = 128, D = 128, BK = 32),
+        (BQ = 128, D = 128, BK = 64),
+        (BK = 128, D = 32),
+        (BK = 128, D = 64),
+        (T = f32, BK = 128),
         (T = f32, BK = 64, D = 64),
         (T = f32, BK = 64, D = 128)
     ]
@@ -77,27 +86,58 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
 }
 
 /// Queries per block (a [`causal_attention`] `BQ`) for heads of `d`
-/// columns: 128, or 64 for heads of 128.
+/// columns with 64 keys per step or fewer: 128, or 64 for heads of 128.
 pub fn queries_per_block(d: usize) -> usize {
     if d > 64 { 64 } else { 128 }
 }
 
-/// The grid for `batch` sequences of `seq` tokens and `heads` heads of `d`
-/// columns: a block per [`queries_per_block`] queries of each (sequence,
-/// head).
-pub fn grid(batch: usize, seq: usize, heads: usize, d: usize) -> u32 {
-    (batch * heads * seq.div_ceil(queries_per_block(d))) as u32
+/// Sequences from which 16-bit heads of 128 take 128 queries per block and
+/// 128 keys per step on Hopper ([`tiling`]).
+const LONG_SEQUENCE: usize = 2048;
+
+/// `(BQ, BK)` of [`causal_attention`] for `seq` tokens in heads of `d`
+/// columns of `T` on `device`: [`queries_per_block`] queries, and 64 keys
+/// per step for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's
+/// heads), 32 for f32 (64 is not built for heads of 64 or 128).
+///
+/// 16-bit heads of 128 over [`LONG_SEQUENCE`] tokens or more take 128
+/// queries and 128 keys per step on Hopper's `wgmma` path instead: two
+/// warpgroups share each stage of keys and values and read `q` half as
+/// often per product (the scores' product is bound by shared memory at 64
+/// keys), one block per SM. On an H100 that was 4-8% faster at 2 x 4096
+/// tokens, 0-4% at 4 x 2048, and 1-5% slower at 8 x 1024, where blocks of
+/// fewer steps pay their loads and stores alone (BENCHMARKS.md).
+pub fn tiling<T: Element>(device: &tile::Device, seq: usize, d: usize) -> (usize, usize) {
+    let wgmma = device.target() == tile::Target::Sm90a;
+    match T::DTYPE {
+        DType::F32 => (queries_per_block(d), 32),
+        _ if wgmma && d == 128 && seq >= LONG_SEQUENCE => (128, 128),
+        _ => (queries_per_block(d), 64),
+    }
+}
+
+/// The grid for `batch` sequences of `seq` tokens and `heads` heads, with
+/// `queries` (a [`causal_attention`] `BQ`) per block: a block per
+/// `queries` queries of each (sequence, head).
+pub fn grid(batch: usize, seq: usize, heads: usize, queries: usize) -> u32 {
+    (batch * heads * seq.div_ceil(queries)) as u32
 }
 
 /// Query blocks per band of the grid's order (a [`causal_attention`]
 /// `band`) for `batch` sequences of `seq` tokens in `heads` heads of `d`
-/// columns of `T` on `device`: [`band_for`] with two blocks per SM, as
-/// these kernels are built to run. Any band of 1 or more computes the same
-/// result.
-pub fn band<T: Element>(device: &tile::Device, batch: usize, seq: usize, heads: usize, d: usize) -> i32 {
-    let gpu = (2 * device.multiprocessors(), device.l2_bytes());
+/// columns of `T` on `device`, tiled `(BQ, BK)`: [`band_for`] with the
+/// blocks these kernels are built to run per SM (two, or one with 128 keys
+/// per step, whose stages take most of an SM's shared memory). Any band
+/// of 1 or more computes the same result.
+pub fn band<T: Element>(
+    device: &tile::Device,
+    (batch, seq, heads, d): (usize, usize, usize, usize),
+    (queries, keys): (usize, usize),
+) -> i32 {
+    let per_sm = if keys > 64 { 1 } else { 2 };
+    let gpu = (per_sm * device.multiprocessors(), device.l2_bytes());
     let head_bytes = 2 * seq * d * T::DTYPE.bytes();
-    band_for(gpu, batch * heads, head_bytes, seq.div_ceil(queries_per_block(d)))
+    band_for(gpu, batch * heads, head_bytes, seq.div_ceil(queries))
 }
 
 /// The band for `heads` (sequence, head) pairs whose keys and values take
@@ -123,13 +163,6 @@ fn band_for((resident, l2_bytes): (usize, usize), heads: usize, head_bytes: usiz
     spread.min(query_blocks / 4).max(2) as i32
 }
 
-/// Keys per step for element type `T` (a [`causal_attention`] `BK`): 64
-/// for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's heads),
-/// 32 for f32 (64 is not built for heads of 64 or 128).
-pub fn keys_per_step<T: Element>() -> usize {
-    if T::DTYPE == DType::F32 { 32 } else { 64 }
-}
-
 /// `(batch, seq, head size)` of attention over `qkv` with `heads` heads
 /// into `out`, the shapes checked: `qkv: [B, T, 3C]`, `out: [B, T, C]`,
 /// heads of 32, 64 or 128 columns.
@@ -153,17 +186,17 @@ pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize,
 /// `1 / sqrt(D)`; shapes as [`sizes`] checks them.
 pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, heads: usize) -> tile::Result<()> {
     let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
-    let consts = [queries_per_block(d), keys_per_step::<T>(), d];
+    let (queries, keys) = tiling::<T>(stream.device(), seq, d);
     let scale = 1.0 / (d as f32).sqrt();
     causal_attention::launch_with::<T>(
         stream,
-        &consts,
-        grid(batch, seq, heads, d),
+        &[queries, keys, d],
+        grid(batch, seq, heads, queries),
         qkv,
         out,
         heads as i32,
         scale,
-        band::<T>(stream.device(), batch, seq, heads, d),
+        band::<T>(stream.device(), (batch, seq, heads, d), (queries, keys)),
     )
 }
 
