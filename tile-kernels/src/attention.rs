@@ -108,8 +108,12 @@ const LONG_SEQUENCE: usize = 2048;
 /// tokens, 0-4% at 4 x 2048, and 1-5% slower at 8 x 1024, where blocks of
 /// fewer steps pay their loads and stores alone (BENCHMARKS.md).
 pub fn tiling<T: Element>(device: &tile::Device, seq: usize, d: usize) -> (usize, usize) {
-    let wgmma = device.target() == tile::Target::Sm90a;
-    match T::DTYPE {
+    tiling_for(T::DTYPE, device.target() == tile::Target::Sm90a, seq, d)
+}
+
+/// [`tiling`] for element type `dtype`, on the `wgmma` path or not.
+fn tiling_for(dtype: DType, wgmma: bool, seq: usize, d: usize) -> (usize, usize) {
+    match dtype {
         DType::F32 => (queries_per_block(d), 32),
         _ if wgmma && d == 128 && seq >= LONG_SEQUENCE => (128, 128),
         _ => (queries_per_block(d), 64),
@@ -203,6 +207,21 @@ pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, he
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_sequences_of_16_bit_heads_of_128_take_128_queries_and_keys_on_wgmma() {
+        for dtype in [DType::BF16, DType::F16] {
+            assert_eq!(tiling_for(dtype, true, 2048, 128), (128, 128));
+            assert_eq!(tiling_for(dtype, true, 8192, 128), (128, 128));
+            // Shorter sequences, other heads, the portable path: 64 keys.
+            assert_eq!(tiling_for(dtype, true, 2047, 128), (64, 64));
+            assert_eq!(tiling_for(dtype, true, 4096, 64), (128, 64));
+            assert_eq!(tiling_for(dtype, false, 4096, 128), (64, 64));
+        }
+        // f32 (tf32 on mma.sync): 32 keys per step everywhere.
+        assert_eq!(tiling_for(DType::F32, true, 4096, 128), (64, 32));
+        assert_eq!(tiling_for(DType::F32, false, 100, 32), (128, 32));
+    }
 
     #[test]
     fn bands_keep_the_heads_running_at_once_within_half_of_l2() {
