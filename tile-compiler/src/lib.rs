@@ -119,13 +119,7 @@ fn row_split_warps(func: &ir::Func, warps: u32) -> u32 {
     if layout::WarpSplit::of(func) != layout::WarpSplit::Rows {
         return warps;
     }
-    let accumulators: Vec<Vec<usize>> = ir::all_ops(&func.body)
-        .iter()
-        .filter_map(|op| match &op.kind {
-            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
-            _ => None,
-        })
-        .collect();
+    let accumulators = accumulator_shapes(func);
     let elements: usize = accumulators.iter().map(|s| s.iter().product::<usize>()).sum();
     let rows = accumulators.iter().map(|s| s[0]).max().unwrap_or(0);
     let mut warps = warps;
@@ -133,6 +127,17 @@ fn row_split_warps(func: &ir::Func, warps: u32) -> u32 {
         warps *= 2;
     }
     warps
+}
+
+/// The shapes of the accumulators of a kernel's `mma`s.
+fn accumulator_shapes(func: &ir::Func) -> Vec<Vec<usize>> {
+    ir::all_ops(&func.body)
+        .iter()
+        .filter_map(|op| match &op.kind {
+            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `num_warps` without a hint: one warp per 512 elements of the largest
@@ -200,25 +205,12 @@ fn default_warps(func: &ir::Func) -> u32 {
 /// lowering's warp specialization decides): the epilogue of one then
 /// overlaps the other's K-loop. Two split it otherwise.
 fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Vec<u32> {
-    let Some(largest) = ir::all_ops(&func.body)
-        .iter()
-        .filter_map(|op| match &op.kind {
-            ir::OpKind::Mma { acc, .. } => func.values[*acc].shape.clone(),
-            _ => None,
-        })
-        .max_by_key(|shape| (shape[0] * shape[1], shape[0]))
-    else {
+    let accumulators = accumulator_shapes(func);
+    let Some(largest) = accumulators.iter().max_by_key(|shape| (shape[0] * shape[1], shape[0])) else {
         return Vec::new();
     };
     if layout::WarpSplit::of(func) == layout::WarpSplit::Rows {
-        let tallest = ir::all_ops(&func.body)
-            .iter()
-            .filter_map(|op| match &op.kind {
-                ir::OpKind::Mma { acc, .. } => Some(func.values[*acc].shape.as_ref()?[0]),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(largest[0]);
+        let tallest = accumulators.iter().map(|shape| shape[0]).max().unwrap_or(largest[0]);
         return vec![4 * (tallest / 64).clamp(1, 4) as u32];
     }
     match (hint, largest[0] >= 128, largest[0] * largest[1]) {
