@@ -17,6 +17,7 @@
 //! block fits the 99 KiB an sm_120 GPU gives one (an f32 128x256 `mma`
 //! accumulator stored element by element would take 128 KiB).
 
+use super::emit::{addr, flat};
 use super::tensor_core::Swizzle;
 use super::{Lower, MmaPath};
 use crate::dtype::DType;
@@ -87,6 +88,91 @@ pub(super) struct SharedAccess {
 }
 
 impl Lower<'_> {
+    // ---- data movement between layouts ------------------------------------------
+
+    pub(super) fn broadcast(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
+        let l = self.layout(result);
+        let src = self.regs_of(arg);
+        let from = &self.func.values[arg].shape.clone().expect("tile");
+        // Register bits of the result that survive in the argument, in order.
+        let kept: Vec<usize> = (0..l.reg.len())
+            .filter(|&i| !(from[l.reg[i].0] == 1 && l.shape[l.reg[i].0] > 1))
+            .collect();
+        (0..l.num_regs())
+            .map(|q| {
+                let r: usize = kept.iter().enumerate().map(|(j, &i)| (q >> i & 1) << j).sum();
+                src[r].clone()
+            })
+            .collect()
+    }
+
+    pub(super) fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
+        if self.staged_once(result).is_some_and(|source| source == arg) {
+            // Stored straight from `arg` before its loop: no registers.
+            self.stored_unconverted.insert(result, arg);
+            return Vec::new();
+        }
+        let (la, lb) = (self.layout(arg), self.layout(result));
+        if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
+            // `wgmma` reads the stage itself, through a descriptor.
+            if self.path == MmaPath::Wgmma {
+                return Vec::new();
+            }
+            let eb = self.dtype(arg).bytes();
+            return self
+                .read_fragments(&base, lb, (contiguous, eb), role)
+                .unwrap_or_else(|| self.read_elements(&base, lb, contiguous));
+        }
+        let src = self.regs_of(arg);
+        if let Some(perm) = la.register_permutation(lb) {
+            return perm.into_iter().map(|r| src[r].clone()).collect();
+        }
+        if let Some(role) = self.operands.get(&result).copied() {
+            if let Some(regs) = self.stage_operand(arg, result, role) {
+                return regs;
+            }
+        }
+        if let Some(regs) = self.convert_swizzled(arg, result) {
+            return regs;
+        }
+        let dtype = self.dtype(arg);
+        let (class, ty, bytes) = match dtype {
+            DType::F16 | DType::BF16 => (RegClass::B16, "b16", 2),
+            DType::Bool => (RegClass::B32, "u32", 4),
+            DType::F32 => (RegClass::F32, "f32", 4),
+            _ => (RegClass::B32, "b32", 4),
+        };
+        let n: usize = la.shape.iter().product();
+        self.shared_bytes = self.shared_bytes.max(n * bytes);
+        let wbase = self.smem_base(la, bytes);
+        let owner = self.owner_pred(la.replicated_mask());
+        self.barrier();
+        for (r, v) in src.iter().enumerate() {
+            let v = if dtype == DType::Bool {
+                self.cast(DType::Bool, DType::U32, v)
+            } else {
+                v.clone()
+            };
+            let imm = flat(&la.reg_coord(r), &la.shape) * bytes;
+            let guard = owner.as_ref().map(|p| format!("@{p} ")).unwrap_or_default();
+            self.emit(format!("{guard}st.shared.{ty} {}, {v};", addr(&wbase, imm)));
+        }
+        self.barrier();
+        let rbase = self.smem_base(lb, bytes);
+        (0..lb.num_regs())
+            .map(|q| {
+                let d = self.reg(class);
+                let imm = flat(&lb.reg_coord(q), &lb.shape) * bytes;
+                self.emit(format!("ld.shared.{ty} {d}, {};", addr(&rbase, imm)));
+                if dtype == DType::Bool {
+                    self.cast(DType::U32, DType::Bool, &d)
+                } else {
+                    d
+                }
+            })
+            .collect()
+    }
+
     /// `arg` converted to `result`'s layout through a swizzled shared tile;
     /// `None` for elements other than 2 or 4 bytes, or rows under 16 bytes.
     pub(super) fn convert_swizzled(&mut self, arg: ValueId, result: ValueId) -> Option<Vec<String>> {

@@ -1,0 +1,498 @@
+//! The emitter: the lowering's state (registers handed out, values' registers,
+//! the prologue and body text) and the helpers every op family uses.
+
+use super::{MmaPath, Operand, TensorMap, specialize, twins, wgmma};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ir::*;
+use crate::layout::{Bit, Layout, Layouts};
+use crate::ptx::{EntryParam, RegClass, Regs, arith_type, f32_imm};
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+#[derive(Clone)]
+pub(super) struct TensorRegs {
+    pub(super) ptr: String,
+    pub(super) dims: Vec<String>,
+    pub(super) strides: Vec<String>,
+}
+
+/// Per-dimension thread coordinate registers; `None` is a constant 0.
+pub(super) type Coords = Vec<Option<String>>;
+
+/// What thread coordinates depend on: the lane and warp bits of a layout, and its rank.
+type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
+
+pub(super) struct Lower<'a> {
+    pub(super) func: &'a Func,
+    pub(super) path: MmaPath,
+    /// Why an `mma` could not take the `wgmma` path (that variant is dropped).
+    pub(super) no_wgmma: Option<wgmma::Unsupported>,
+    /// `mma`s lowered to `wgmma`.
+    pub(super) wgmma_count: usize,
+    /// `mma` results that may reuse their accumulator's registers (result -> accumulator).
+    pub(super) in_place: HashMap<ValueId, ValueId>,
+    /// `wgmma` groups an iteration of the current pipelined loop leaves running.
+    pub(super) wgmma_in_flight: usize,
+    /// Tensor maps the TMA copies use, with the register holding each one's address.
+    pub(super) tensor_maps: Vec<(TensorMap, String)>,
+    /// Their kernel parameters, declared after the regular ones.
+    pub(super) tma_params: Vec<EntryParam>,
+    /// Set when the kernel is warp-specialized and persistent.
+    pub(super) roles: Option<specialize::Roles>,
+    /// Set when a portable kernel runs two teams per block (see [`twins`]).
+    pub(super) twins: Option<twins::Twins>,
+    pub(super) entry: String,
+    pub(super) layouts: &'a Layouts,
+    /// The tensor parameters accessed with 16-byte vectors.
+    pub(super) vectorized: &'a [usize],
+    pub(super) regs: Regs,
+    pub(super) prologue: Vec<String>,
+    pub(super) code: Vec<String>,
+    pub(super) vals: HashMap<ValueId, Vec<String>>,
+    pub(super) tid: String,
+    pub(super) tensors: HashMap<usize, TensorRegs>,
+    pub(super) thread_coords: HashMap<ThreadBits, Coords>,
+    pub(super) repl_preds: HashMap<u32, String>,
+    pub(super) specials: HashMap<String, String>,
+    pub(super) shared_bytes: usize,
+    /// The `num_stages` hint: how many stages `mma` pipelines get.
+    pub(super) num_stages: Option<u32>,
+    /// Where the scratch area (`shared_bytes`) lives in dynamic shared
+    /// memory, when it is too large for static; `None`: the static `smem`.
+    pub(super) scratch_offset: Option<usize>,
+    /// Shared memory the pipeline stages may take, when less than the default.
+    pub(super) stage_budget: Option<usize>,
+    /// Whether two consumer warpgroups may take turns (see [`specialize`]),
+    /// and the bytes of each one's scratch area, once known.
+    pub(super) ping_pong: bool,
+    pub(super) team_scratch: Option<usize>,
+    /// Whether blocks may run in pairs sharing operand tiles (see [`cluster`]).
+    pub(super) pairs: bool,
+    pub(super) labels: usize,
+    /// Values that are `mma` operands, converted into fragment layouts.
+    pub(super) operands: HashMap<ValueId, Operand>,
+    /// `b` operands of `mma`s that `wgmma` computes transposed (`b^T a^T`,
+    /// [`Layout::wgmma_acc_swapped`]), reading `b` into registers.
+    pub(super) register_b: HashSet<ValueId>,
+    /// Per-thread shared-memory offsets computed once in the prologue: keyed
+    /// by layout and a discriminating pair (fragment reads: stored
+    /// orientation and transposition; pipeline copies: element size).
+    pub(super) fragment_offsets: HashMap<(Layout, usize, &'static str), Vec<String>>,
+    /// Scalar constants, by value.
+    pub(super) consts: HashMap<ValueId, ConstVal>,
+    /// Ops not to emit: loads a pipeline replaced with asynchronous copies.
+    pub(super) skip: HashSet<ValueId>,
+    /// Conversions a pipeline serves from shared memory: the tile's address
+    /// register, its stored orientation, and the operand role.
+    pub(super) staged_reads: HashMap<ValueId, (String, usize, Operand)>,
+    /// Loop-invariant `wgmma` A operands stored once before their loop
+    /// straight from the tile they convert (`convert -> source`), not
+    /// converted first ([`Lower::staged_once`]).
+    pub(super) stored_unconverted: HashMap<ValueId, ValueId>,
+    /// The tensors the pipelines in use copy from.
+    pub(super) pipelined: BTreeSet<usize>,
+    /// Staged conversions whose tiles have their rows interleaved
+    /// ([`pipeline::interleaved_row`]).
+    pub(super) interleaved: HashSet<ValueId>,
+    /// The tensors accessed with vectors other than by TMA.
+    pub(super) vector_accessed: BTreeSet<usize>,
+    /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
+    pub(super) dynamic_shared: usize,
+    /// The first pipelined loop's stages, all of them and one, in bytes,
+    /// where the lowering may take fewer (see [`lower_with`]): portable, or
+    /// `wgmma` on one warpgroup not warp-specialized.
+    pub(super) stages: Option<(usize, usize)>,
+    /// `mma` pipelines (`cp.async`) under way and done, as lowering goes.
+    pub(super) pipelines: (usize, usize),
+    /// `None` until the scratch area is used; then the fewest pipelines
+    /// done at any of its uses, or `None` once one came while a pipeline
+    /// was under way.
+    pub(super) scratch_after: Option<Option<usize>>,
+    /// The registers a thread's `mma.sync` steps hold live: each `mma`'s
+    /// accumulator and two K-steps' operand fragments (one in use, the next
+    /// being read), 32 bits each, summed over the kernel's `mma`s, which in
+    /// a loop are live together (attention's scores, while `p @ v` runs).
+    pub(super) mma_live_registers: usize,
+    /// The most `cp.async` copies a thread issues per tile of a pipelined
+    /// loop: each holds its address's advance from the copy before.
+    pub(super) copy_registers: usize,
+    /// Words split into 16-bit halves ([`Lower::split_word`]), by their
+    /// halves: packing the same halves again ([`Lower::packed_word`]) is
+    /// the word itself. Nothing writes a word or its halves after the split.
+    pub(super) split_words: HashMap<(String, String), String>,
+}
+
+/// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
+pub(super) struct Access {
+    pub(super) first: usize,
+    pub(super) width: usize,
+    pub(super) addr: String,
+    pub(super) imm: usize,
+    pub(super) pred: String,
+}
+
+pub(super) fn mov_type(class: RegClass) -> &'static str {
+    match class {
+        RegClass::Pred => "pred",
+        RegClass::B16 => "b16",
+        RegClass::B32 => "b32",
+        RegClass::F32 => "f32",
+        RegClass::B64 => "b64",
+    }
+}
+
+/// Row-major strides of a shape, in elements.
+pub(super) fn row_strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        s[d] = s[d + 1] * shape[d + 1];
+    }
+    s
+}
+
+pub(super) fn flat(coord: &[usize], shape: &[usize]) -> usize {
+    coord.iter().zip(row_strides(shape)).map(|(c, s)| c * s).sum()
+}
+
+pub(super) fn addr(base: &str, imm: usize) -> String {
+    if imm == 0 {
+        format!("[{base}]")
+    } else {
+        format!("[{base}+{imm}]")
+    }
+}
+
+impl<'a> Lower<'a> {
+    pub(super) fn emit(&mut self, s: impl Into<String>) {
+        self.code.push(s.into());
+    }
+
+    pub(super) fn reg(&mut self, class: RegClass) -> String {
+        self.regs.new_reg(class)
+    }
+
+    pub(super) fn layout(&self, v: ValueId) -> &'a Layout {
+        &self.layouts[&v]
+    }
+
+    pub(super) fn dtype(&self, v: ValueId) -> DType {
+        self.func.values[v].dtype
+    }
+
+    /// A barrier among the threads that compute: the whole block, or with
+    /// warp specialization the consumer warps alone (named barrier 1), or
+    /// their team's (named barriers 1 and 2).
+    pub(super) fn barrier(&mut self) {
+        if let Some(t) = &self.twins {
+            let line = format!("bar.sync {}, {};", t.barrier, self.func.num_warps * 32);
+            self.emit(line);
+            return;
+        }
+        match &self.roles {
+            None => self.emit("bar.sync 0;"),
+            Some(r) => {
+                let id = r
+                    .team
+                    .as_ref()
+                    .map_or(specialize::CONSUMER_BARRIER.to_string(), |t| t.barrier.clone());
+                self.emit(format!("bar.sync {id}, {};", r.consumers / r.teams))
+            }
+        }
+    }
+
+    pub(super) fn label(&mut self, what: &str) -> String {
+        self.labels += 1;
+        format!("$L{what}{}", self.labels)
+    }
+
+    // ---- entry and prologue ----------------------------------------------
+
+    pub(super) fn params(&mut self, entry: &str) -> Vec<EntryParam> {
+        let mut out = Vec::new();
+        self.tid = self.reg(RegClass::B32);
+        let tid = self.tid.clone();
+        self.prologue.push(format!("mov.u32 {tid}, %tid.x;"));
+        for (i, p) in self.func.params.iter().enumerate() {
+            match p {
+                Param::Tensor(t) => {
+                    let name = format!("{entry}_p{i}_ptr");
+                    let raw = self.reg(RegClass::B64);
+                    let ptr = self.reg(RegClass::B64);
+                    self.prologue.push(format!("ld.param.u64 {raw}, [{name}];"));
+                    self.prologue.push(format!("cvta.to.global.u64 {ptr}, {raw};"));
+                    out.push(EntryParam { name, ty: "u64" });
+                    let mut dims = Vec::new();
+                    let mut strides = Vec::new();
+                    for (kind, list) in [("d", &mut dims), ("s", &mut strides)] {
+                        for d in 0..t.rank {
+                            let name = format!("{entry}_p{i}_{kind}{d}");
+                            let r = self.reg(RegClass::B32);
+                            self.prologue.push(format!("ld.param.u32 {r}, [{name}];"));
+                            out.push(EntryParam { name, ty: "u32" });
+                            list.push(r);
+                        }
+                    }
+                    self.tensors.insert(i, TensorRegs { ptr, dims, strides });
+                }
+                Param::Scalar { dtype, .. } => {
+                    let name = format!("{entry}_p{i}");
+                    let ty = match dtype {
+                        DType::F32 => "f32",
+                        DType::U32 => "u32",
+                        _ => "s32",
+                    };
+                    out.push(EntryParam { name, ty });
+                }
+            }
+        }
+        out
+    }
+
+    pub(super) fn special(&mut self, name: &str) -> String {
+        if let Some(r) = self.specials.get(name) {
+            return r.clone();
+        }
+        let r = self.reg(RegClass::B32);
+        self.prologue.push(format!("mov.u32 {r}, {name};"));
+        self.specials.insert(name.to_string(), r.clone());
+        r
+    }
+
+    /// The coordinates of this thread's first element in layout `l`, per dimension.
+    pub(super) fn coords(&mut self, l: &Layout) -> Coords {
+        let key = (l.lane.clone(), l.warp.clone(), l.shape.len());
+        if let Some(c) = self.thread_coords.get(&key) {
+            return c.clone();
+        }
+        // Thread-index bit i (lanes first, then warps) selects coordinate bit bits[i].
+        let bits: Vec<Option<Bit>> = l.lane.iter().chain(&l.warp).copied().collect();
+        let mut coords: Coords = vec![None; l.shape.len()];
+        let mut i = 0;
+        while i < bits.len() {
+            let Some((d, b)) = bits[i] else {
+                i += 1;
+                continue;
+            };
+            // A run of thread bits that select consecutive bits of one dimension.
+            let mut len = 1;
+            while i + len < bits.len() && bits[i + len] == Some((d, b + len as u32)) {
+                len += 1;
+            }
+            let t = self.reg(RegClass::B32);
+            self.prologue.push(format!("bfe.u32 {t}, {}, {i}, {len};", self.tid));
+            if b > 0 {
+                self.prologue.push(format!("shl.b32 {t}, {t}, {b};"));
+            }
+            coords[d] = Some(match coords[d].take() {
+                None => t,
+                Some(prev) => {
+                    let s = self.reg(RegClass::B32);
+                    self.prologue.push(format!("or.b32 {s}, {prev}, {t};"));
+                    s
+                }
+            });
+            i += len;
+        }
+        self.thread_coords.insert(key, coords.clone());
+        coords
+    }
+
+    /// True in the one thread of each group of copies (see `Layout::replicated_mask`).
+    pub(super) fn owner_pred(&mut self, mask: u32) -> Option<String> {
+        if mask == 0 {
+            return None;
+        }
+        if let Some(p) = self.repl_preds.get(&mask) {
+            return Some(p.clone());
+        }
+        let t = self.reg(RegClass::B32);
+        let p = self.reg(RegClass::Pred);
+        self.prologue.push(format!("and.b32 {t}, {}, {mask};", self.tid));
+        self.prologue.push(format!("setp.eq.u32 {p}, {t}, 0;"));
+        self.repl_preds.insert(mask, p.clone());
+        Some(p)
+    }
+
+    /// The row-major flat index of this thread's coordinates in `shape`.
+    pub(super) fn thread_flat(&mut self, coords: &Coords, shape: &[usize]) -> Option<String> {
+        let mut acc: Option<String> = None;
+        for (c, s) in coords.iter().zip(row_strides(shape)) {
+            let Some(c) = c else { continue };
+            let term = if s == 1 {
+                c.clone()
+            } else {
+                let t = self.reg(RegClass::B32);
+                self.emit(format!("shl.b32 {t}, {c}, {};", s.trailing_zeros()));
+                t
+            };
+            acc = Some(self.fold(acc, term, "add.s32", RegClass::B32));
+        }
+        acc
+    }
+
+    /// The start of the scratch area (reductions, layout conversions,
+    /// operand staging), in a new register.
+    pub(super) fn scratch_base(&mut self) -> String {
+        let (under_way, done) = self.pipelines;
+        let after = (under_way == 0).then_some(done);
+        self.scratch_after = Some(match self.scratch_after {
+            None => after,
+            Some(before) => before.zip(after).map(|(b, a)| b.min(a)),
+        });
+        let base = match self.scratch_offset {
+            None => {
+                let base = self.reg(RegClass::B32);
+                self.emit(format!("mov.u32 {base}, smem;"));
+                base
+            }
+            Some(offset) => self.dynamic_address(offset, None),
+        };
+        // Teams taking turns: this thread's team's part.
+        if let Some(team) = self.roles.as_ref().and_then(|r| r.team.as_ref()?.scratch.clone()) {
+            self.emit(format!("add.s32 {base}, {base}, {team};"));
+        }
+        base
+    }
+
+    /// `offset` bytes into dynamic shared memory, plus `index * stride`
+    /// when given (a register and a byte stride), in a new register.
+    pub(super) fn dynamic_address(&mut self, offset: usize, index: Option<(&str, usize)>) -> String {
+        let a = self.reg(RegClass::B32);
+        self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
+        self.emit(format!("add.s32 {a}, {a}, {offset};"));
+        if let Some(t) = &self.twins {
+            let line = format!("add.s32 {a}, {a}, {};", t.offset);
+            self.emit(line);
+        }
+        if let Some((index, stride)) = index {
+            self.emit(format!("mad.lo.s32 {a}, {index}, {stride}, {a};"));
+        }
+        a
+    }
+
+    /// The shared-memory address of this thread's first element, `bytes` per element.
+    pub(super) fn smem_base(&mut self, l: &Layout, bytes: usize) -> String {
+        let coords = self.coords(l);
+        let base = self.scratch_base();
+        let Some(f) = self.thread_flat(&coords, &l.shape) else {
+            return base;
+        };
+        let t = self.reg(RegClass::B32);
+        self.emit(format!("mad.lo.s32 {t}, {f}, {bytes}, {base};"));
+        t
+    }
+
+    // ---- element-wise helpers ------------------------------------------------
+
+    pub(super) fn mov(&mut self, class: RegClass, dst: &str, src: &str) {
+        self.emit(format!("mov.{} {dst}, {src};", mov_type(class)));
+    }
+
+    pub(super) fn copy(&mut self, class: RegClass, src: &str) -> String {
+        let d = self.reg(class);
+        self.mov(class, &d, src);
+        d
+    }
+
+    /// `term` combined into `acc` by the binary `op` (`add.s32`,
+    /// `and.pred`) into a new register of `class`, or `term` itself when
+    /// `acc` is empty: a sum or conjunction built one term at a time.
+    pub(super) fn fold(&mut self, acc: Option<String>, term: String, op: &str, class: RegClass) -> String {
+        match acc {
+            None => term,
+            Some(a) => {
+                let d = self.reg(class);
+                self.emit(format!("{op} {d}, {a}, {term};"));
+                d
+            }
+        }
+    }
+
+    /// The two 16-bit halves of word `w`, low first.
+    pub(super) fn split_word(&mut self, w: &str) -> (String, String) {
+        let (lo, hi) = (self.reg(RegClass::B16), self.reg(RegClass::B16));
+        self.emit(format!("mov.b32 {{{lo}, {hi}}}, {w};"));
+        self.split_words.insert((lo.clone(), hi.clone()), w.to_string());
+        (lo, hi)
+    }
+
+    /// The word of 16-bit halves `lo` and `hi`: the word they were split
+    /// from, if they were, so that an `ldmatrix` or load result reaches an
+    /// `mma` or store as it was read. Packing it anew left ptxas moving
+    /// operand fragments between registers: 48 of the 250 instructions of a
+    /// 128x128x64 bf16 K-step.
+    pub(super) fn packed_word(&mut self, lo: &str, hi: &str) -> String {
+        if let Some(w) = self.split_words.get(&(lo.to_string(), hi.to_string())) {
+            return w.clone();
+        }
+        let w = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {w}, {{{lo}, {hi}}};"));
+        w
+    }
+
+    pub(super) fn widen(&mut self, r: &str, dtype: DType) -> String {
+        match dtype {
+            DType::F16 | DType::BF16 => {
+                let f = self.reg(RegClass::F32);
+                self.emit(format!("cvt.f32.{} {f}, {r};", arith_type(dtype)));
+                f
+            }
+            _ => r.to_string(),
+        }
+    }
+
+    pub(super) fn narrow(&mut self, r: &str, dtype: DType) -> String {
+        match dtype {
+            DType::F16 | DType::BF16 => {
+                let h = self.reg(RegClass::B16);
+                self.emit(format!("cvt.rn.{}.f32 {h}, {r};", arith_type(dtype)));
+                h
+            }
+            _ => r.to_string(),
+        }
+    }
+
+    pub(super) fn constant(&mut self, c: ConstVal, dtype: DType) -> String {
+        match (c, dtype) {
+            (ConstVal::Bool(b), _) => {
+                let r = self.reg(RegClass::B32);
+                let p = self.reg(RegClass::Pred);
+                self.emit(format!("mov.u32 {r}, {};", b as u32));
+                self.emit(format!("setp.ne.u32 {p}, {r}, 0;"));
+                p
+            }
+            (ConstVal::Int(i), DType::I32 | DType::U32) => {
+                let r = self.reg(RegClass::B32);
+                self.emit(format!("mov.b32 {r}, {};", i as u32));
+                r
+            }
+            (ConstVal::Int(i), d) => self.constant(ConstVal::Float(i as f64), d),
+            (ConstVal::Float(x), d) => {
+                let f = self.reg(RegClass::F32);
+                self.emit(format!("mov.f32 {f}, {};", f32_imm(x)));
+                self.narrow(&f, d)
+            }
+        }
+    }
+
+    pub(super) fn f32_const(&mut self, x: f64) -> String {
+        self.constant(ConstVal::Float(x), DType::F32)
+    }
+
+    // ---- ops ------------------------------------------------------------------
+
+    pub(super) fn ops(&mut self, ops: &[Op]) -> Result<()> {
+        for op in ops {
+            self.op(op)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn regs_of(&self, v: ValueId) -> Vec<String> {
+        self.vals[&v].clone()
+    }
+
+    pub(super) fn scalar(&self, v: ValueId) -> String {
+        self.vals[&v][0].clone()
+    }
+}

@@ -1,0 +1,299 @@
+//! Global memory: tile loads and stores (16-byte vectors where the variant
+//! allows), gathers, scatters and one-element reads, all bounds-checked.
+
+use super::emit::*;
+use crate::ir::*;
+use crate::layout::Layout;
+use crate::ptx::{RegClass, arith_type};
+use std::collections::HashMap;
+
+impl Lower<'_> {
+    // ---- memory ---------------------------------------------------------------
+
+    /// The address of the element at `coords` (registers) of tensor `t`, and
+    /// the predicate that it is in bounds.
+    pub(super) fn element_address(&mut self, t: usize, coords: &[String]) -> (String, String) {
+        let eb = self.func.tensor(t).dtype.bytes();
+        let (ptr, dims, strides) = {
+            let tr = &self.tensors[&t];
+            (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
+        };
+        let mut off: Option<String> = None;
+        let mut pred: Option<String> = None;
+        for (d, i) in coords.iter().enumerate() {
+            let p = self.reg(RegClass::Pred);
+            self.emit(format!("setp.lt.u32 {p}, {i}, {};", dims[d]));
+            pred = Some(self.fold(pred, p, "and.pred", RegClass::Pred));
+            let o = self.reg(RegClass::B32);
+            match off {
+                None => self.emit(format!("mul.lo.s32 {o}, {i}, {};", strides[d])),
+                Some(prev) => self.emit(format!("mad.lo.s32 {o}, {i}, {}, {prev};", strides[d])),
+            }
+            off = Some(o);
+        }
+        let a = self.reg(RegClass::B64);
+        self.emit(format!("mad.wide.s32 {a}, {}, {eb}, {ptr};", off.expect("rank >= 1")));
+        (a, pred.expect("rank >= 1"))
+    }
+
+    /// Reads one element (`pad` when out of bounds) with a predicated load.
+    pub(super) fn load_element(&mut self, t: usize, coords: &[String], pad: &str) -> String {
+        let param = self.func.tensor(t).clone();
+        let (a, pred) = self.element_address(t, coords);
+        let class = RegClass::of(param.dtype);
+        let d = self.copy(class, pad);
+        let ty = if param.dtype.is_half() {
+            "b16"
+        } else {
+            arith_type(param.dtype)
+        };
+        let nc = if param.mutable { "" } else { ".nc" };
+        self.emit(format!("@{pred} ld.global{nc}.{ty} {d}, [{a}];"));
+        d
+    }
+
+    pub(super) fn get(&mut self, t: usize, index: &[ValueId]) -> String {
+        let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
+        let zero = self.constant(ConstVal::Int(0), self.func.tensor(t).dtype);
+        self.load_element(t, &coords, &zero)
+    }
+
+    pub(super) fn gather(&mut self, t: usize, index: &[ValueId], pad: ValueId) -> Vec<String> {
+        let pad = self.scalar(pad);
+        let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
+        (0..idx[0].len())
+            .map(|e| {
+                let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
+                self.load_element(t, &coords, &pad)
+            })
+            .collect()
+    }
+
+    pub(super) fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        let dtype = self.func.tensor(t).dtype;
+        let owner = self.owner_pred(self.layout(value).replicated_mask());
+        let vals = self.regs_of(value);
+        let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
+        let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+        for (e, v) in vals.iter().enumerate() {
+            let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
+            let (a, mut pred) = self.element_address(t, &coords);
+            if let Some(o) = &owner {
+                let n = self.reg(RegClass::Pred);
+                self.emit(format!("and.pred {n}, {pred}, {o};"));
+                pred = n;
+            }
+            self.emit(format!("@{pred} st.global.{ty} [{a}], {v};"));
+        }
+    }
+
+    /// `base + k` and whether it is below `dim`.
+    pub(super) fn position(&mut self, base: &str, k: usize, dim: &str) -> (String, String) {
+        let pos = if k == 0 {
+            base.to_string()
+        } else {
+            let p = self.reg(RegClass::B32);
+            self.emit(format!("add.s32 {p}, {base}, {k};"));
+            p
+        };
+        let inb = self.reg(RegClass::Pred);
+        self.emit(format!("setp.lt.u32 {inb}, {pos}, {dim};"));
+        (pos, inb)
+    }
+
+    /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
+    pub(super) fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
+        let index: Vec<String> = index.iter().map(|&i| self.scalar(i)).collect();
+        let param = self.func.tensor(t).clone();
+        let rank = param.rank;
+        let eb = param.dtype.bytes();
+        let (ptr, dims, strides) = {
+            let tr = &self.tensors[&t];
+            (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
+        };
+        let coords = self.coords(l);
+        // This thread's first element along each dimension.
+        let mut base = Vec::new();
+        for d in 0..rank {
+            let ix = index[d].clone();
+            let origin = if l.shape[d] == 1 {
+                ix
+            } else {
+                let o = self.reg(RegClass::B32);
+                self.emit(format!("shl.b32 {o}, {ix}, {};", l.shape[d].trailing_zeros()));
+                o
+            };
+            base.push(match &coords[d] {
+                None => origin,
+                Some(c) => {
+                    let b = self.reg(RegClass::B32);
+                    self.emit(format!("add.s32 {b}, {origin}, {c};"));
+                    b
+                }
+            });
+        }
+        let vectors = self.vectorized.contains(&t);
+        if vectors {
+            self.vector_accessed.insert(t);
+        }
+        let width = if vectors {
+            l.contiguous_run(rank - 1).min(16 / eb)
+        } else {
+            1
+        };
+        // With a contiguous last dimension, its offsets are immediates.
+        let strided_dims = if vectors { rank - 1 } else { rank };
+        let owner = if store {
+            self.owner_pred(l.replicated_mask())
+        } else {
+            None
+        };
+
+        let mut dim_terms: HashMap<(usize, usize), (String, String)> = HashMap::new();
+        let mut rows: HashMap<Vec<usize>, (String, Option<String>)> = HashMap::new();
+        let mut last_preds: HashMap<usize, String> = HashMap::new();
+        let mut out = Vec::new();
+        for first in (0..l.num_regs()).step_by(width) {
+            let c = l.reg_coord(first);
+            let key: Vec<usize> = c[..strided_dims].to_vec();
+            if let std::collections::hash_map::Entry::Vacant(slot) = rows.entry(key.clone()) {
+                let mut off: Option<String> = None;
+                let mut pred: Option<String> = None;
+                for d in 0..strided_dims {
+                    let k = c[d];
+                    let (o, inb) = match dim_terms.get(&(d, k)) {
+                        Some(t) => t.clone(),
+                        None => {
+                            let (pos, inb) = self.position(&base[d], k, &dims[d]);
+                            let o = self.reg(RegClass::B32);
+                            self.emit(format!("mul.lo.s32 {o}, {pos}, {};", strides[d]));
+                            dim_terms.insert((d, k), (o.clone(), inb.clone()));
+                            (o, inb)
+                        }
+                    };
+                    off = Some(self.fold(off, o, "add.s32", RegClass::B32));
+                    pred = Some(self.fold(pred, inb, "and.pred", RegClass::Pred));
+                }
+                let last = rank - 1;
+                let off = if vectors {
+                    match off {
+                        None => base[last].clone(),
+                        Some(o) => {
+                            let s = self.reg(RegClass::B32);
+                            self.emit(format!("add.s32 {s}, {o}, {};", base[last]));
+                            s
+                        }
+                    }
+                } else {
+                    off.expect("rank >= 1")
+                };
+                let a = self.reg(RegClass::B64);
+                self.emit(format!("mad.wide.s32 {a}, {off}, {eb}, {ptr};"));
+                slot.insert((a, pred));
+            }
+            let (a, row_pred) = rows[&key].clone();
+            let mut preds: Vec<String> = row_pred.into_iter().collect();
+            let mut imm = 0;
+            if vectors {
+                let k = c[rank - 1];
+                imm = k * eb;
+                let inb = match last_preds.get(&k) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let (_, inb) = self.position(&base[rank - 1], k, &dims[rank - 1]);
+                        last_preds.insert(k, inb.clone());
+                        inb
+                    }
+                };
+                preds.push(inb);
+            }
+            preds.extend(owner.clone());
+            let mut pred = preds[0].clone();
+            for p in &preds[1..] {
+                let n = self.reg(RegClass::Pred);
+                self.emit(format!("and.pred {n}, {pred}, {p};"));
+                pred = n;
+            }
+            out.push(Access {
+                first,
+                width,
+                addr: a,
+                imm,
+                pred,
+            });
+        }
+        out
+    }
+
+    pub(super) fn load(&mut self, t: usize, index: &[ValueId], pad: ValueId, result: ValueId) -> Vec<String> {
+        let l = self.layout(result);
+        let param = self.func.tensor(t).clone();
+        let dtype = param.dtype;
+        let nc = if param.mutable { "" } else { ".nc" };
+        let pad = self.scalar(pad);
+        let accesses = self.accesses(t, index, l, false);
+        let mut regs = vec![String::new(); l.num_regs()];
+        for a in accesses {
+            let target = addr(&a.addr, a.imm);
+            if dtype.is_half() && a.width >= 2 {
+                let words = a.width / 2;
+                let packed = self.reg(RegClass::B32);
+                self.emit(format!("mov.b32 {packed}, {{{pad}, {pad}}};"));
+                let ws: Vec<String> = (0..words).map(|_| self.copy(RegClass::B32, &packed)).collect();
+                let (v, list) = if words > 1 {
+                    (format!(".v{words}"), format!("{{{}}}", ws.join(", ")))
+                } else {
+                    (String::new(), ws[0].clone())
+                };
+                self.emit(format!("@{} ld.global{nc}{v}.b32 {list}, {target};", a.pred));
+                for (i, w) in ws.iter().enumerate() {
+                    let (lo, hi) = self.split_word(w);
+                    regs[a.first + 2 * i] = lo;
+                    regs[a.first + 2 * i + 1] = hi;
+                }
+                continue;
+            }
+            let class = RegClass::of(dtype);
+            let ds: Vec<String> = (0..a.width).map(|_| self.copy(class, &pad)).collect();
+            let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+            let (v, list) = if a.width > 1 {
+                (format!(".v{}", a.width), format!("{{{}}}", ds.join(", ")))
+            } else {
+                (String::new(), ds[0].clone())
+            };
+            self.emit(format!("@{} ld.global{nc}{v}.{ty} {list}, {target};", a.pred));
+            for (i, d) in ds.into_iter().enumerate() {
+                regs[a.first + i] = d;
+            }
+        }
+        regs
+    }
+
+    pub(super) fn store(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        if self.tma_store(t, index, value) {
+            return;
+        }
+        let l = self.layout(value);
+        let dtype = self.func.tensor(t).dtype;
+        let vals = self.regs_of(value);
+        let accesses = self.accesses(t, index, l, true);
+        for a in accesses {
+            let target = addr(&a.addr, a.imm);
+            let regs = &vals[a.first..a.first + a.width];
+            let (ty, items): (&str, Vec<String>) = if dtype.is_half() && a.width >= 2 {
+                let words = regs.chunks(2).map(|p| self.packed_word(&p[0], &p[1])).collect();
+                ("b32", words)
+            } else if dtype.is_half() {
+                ("b16", regs.to_vec())
+            } else {
+                (arith_type(dtype), regs.to_vec())
+            };
+            let (v, list) = if items.len() > 1 {
+                (format!(".v{}", items.len()), format!("{{{}}}", items.join(", ")))
+            } else {
+                (String::new(), items[0].clone())
+            };
+            self.emit(format!("@{} st.global{v}.{ty} {target}, {list};", a.pred));
+        }
+    }
+}
