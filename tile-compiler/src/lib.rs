@@ -20,6 +20,7 @@ pub mod ir;
 pub mod layout;
 pub mod lower;
 pub mod parse;
+pub mod plan;
 pub mod ptx;
 pub mod simplify;
 

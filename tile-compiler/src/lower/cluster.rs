@@ -63,13 +63,13 @@ impl Lower<'_> {
     /// periods), and loop bounds that no block's index enters (`bounds`: the
     /// scalar ops they are computed from).
     pub(super) fn pairs_blocks(&self, plan: &Plan, bounds: &[&Op]) -> bool {
-        let halvable = plan.staged().iter().all(|s| {
+        let halvable = plan.staged.iter().all(|s| {
             let shape = &self.layout(s.load).shape;
             let rank = shape.len();
             let panels = shape[rank - 1] * s.eb / s.swizzle(shape).line_bytes();
             panels % 2 == 0 || shape[..rank - 1].iter().product::<usize>() % 16 == 0
         });
-        let f32_operands = plan.staged().iter().all(|s| s.eb == 4);
+        let f32_operands = plan.staged.iter().all(|s| s.eb == 4);
         let fixed_bounds = !bounds.iter().any(|op| matches!(op.kind, OpKind::BlockId(0)));
         f32_operands && !plan.transposes() && halvable && fixed_bounds
     }
@@ -157,7 +157,7 @@ impl Lower<'_> {
             self.op(op)?;
         }
         let mut theirs: Vec<Vec<Option<String>>> = Vec::new();
-        for s in plan.staged() {
+        for s in &plan.staged {
             let mut index = Vec::new();
             for &i in &s.index {
                 let value = self.scalar(i);
@@ -170,7 +170,7 @@ impl Lower<'_> {
             self.op(op)?;
         }
         let shared = self.clustered().expect("a cluster").shared.clone();
-        for ((s, theirs), alike) in plan.staged().iter().zip(theirs).zip(shared) {
+        for ((s, theirs), alike) in plan.staged.iter().zip(theirs).zip(shared) {
             self.emit(format!("mov.pred {alike}, {exists};"));
             for (&i, their) in s.index.iter().zip(theirs) {
                 let Some(their) = their else { continue };

@@ -1,8 +1,8 @@
 //! Ops in order: the dispatch from each IR op to its family, `for` loops
 //! (with their pipelines) and `if`.
 
+use super::MmaPath;
 use super::emit::*;
-use super::{MmaPath, pipeline};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::*;
@@ -154,7 +154,7 @@ impl Lower<'_> {
             let by_mma = body
                 .iter()
                 .any(|op| op.results.first() == Some(&y) && matches!(op.kind, OpKind::Mma { acc, .. } if acc == arg));
-            if by_mma && pipeline::uses(body, arg) == 1 && pipeline::uses(body, y) == 0 {
+            if by_mma && crate::plan::pipeline::uses(body, arg) == 1 && crate::plan::pipeline::uses(body, y) == 0 {
                 self.in_place.insert(y, arg);
             }
         }

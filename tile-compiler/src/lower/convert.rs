@@ -18,11 +18,11 @@
 //! accumulator stored element by element would take 128 KiB).
 
 use super::emit::{addr, flat};
-use super::tensor_core::Swizzle;
 use super::{Lower, MmaPath};
 use crate::dtype::DType;
 use crate::ir::ValueId;
 use crate::layout::{Bit, Layout};
+use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 use std::collections::HashMap;
 
@@ -127,7 +127,7 @@ impl Lower<'_> {
         if let Some(perm) = la.register_permutation(lb) {
             return perm.into_iter().map(|r| src[r].clone()).collect();
         }
-        if let Some(role) = self.operands.get(&result).copied() {
+        if let Some(role) = self.cx.operands.get(&result).copied() {
             if let Some(regs) = self.stage_operand(arg, result, role) {
                 return regs;
             }

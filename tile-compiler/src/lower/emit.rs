@@ -6,6 +6,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::*;
 use crate::layout::{Bit, Layout, Layouts};
+use crate::plan::Context;
 use crate::ptx::{EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -23,6 +24,8 @@ pub(super) type Coords = Vec<Option<String>>;
 type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
 
 pub(super) struct Lower<'a> {
+    /// The variant's function, layouts and the facts about its values.
+    pub(super) cx: &'a Context<'a>,
     pub(super) func: &'a Func,
     pub(super) path: MmaPath,
     /// Why an `mma` could not take the `wgmma` path (that variant is dropped).
@@ -55,8 +58,6 @@ pub(super) struct Lower<'a> {
     pub(super) repl_preds: HashMap<u32, String>,
     pub(super) specials: HashMap<String, String>,
     pub(super) shared_bytes: usize,
-    /// The `num_stages` hint: how many stages `mma` pipelines get.
-    pub(super) num_stages: Option<u32>,
     /// Where the scratch area (`shared_bytes`) lives in dynamic shared
     /// memory, when it is too large for static; `None`: the static `smem`.
     pub(super) scratch_offset: Option<usize>,
@@ -69,17 +70,10 @@ pub(super) struct Lower<'a> {
     /// Whether blocks may run in pairs sharing operand tiles (see [`cluster`]).
     pub(super) pairs: bool,
     pub(super) labels: usize,
-    /// Values that are `mma` operands, converted into fragment layouts.
-    pub(super) operands: HashMap<ValueId, Operand>,
-    /// `b` operands of `mma`s that `wgmma` computes transposed (`b^T a^T`,
-    /// [`Layout::wgmma_acc_swapped`]), reading `b` into registers.
-    pub(super) register_b: HashSet<ValueId>,
     /// Per-thread shared-memory offsets computed once in the prologue: keyed
     /// by layout and a discriminating pair (fragment reads: stored
     /// orientation and transposition; pipeline copies: element size).
     pub(super) fragment_offsets: HashMap<(Layout, usize, &'static str), Vec<String>>,
-    /// Scalar constants, by value.
-    pub(super) consts: HashMap<ValueId, ConstVal>,
     /// Ops not to emit: loads a pipeline replaced with asynchronous copies.
     pub(super) skip: HashSet<ValueId>,
     /// Conversions a pipeline serves from shared memory: the tile's address

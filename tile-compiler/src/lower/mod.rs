@@ -34,24 +34,8 @@ pub use cluster::CLUSTER_BLOCKS;
 pub use tma::TensorMap;
 
 pub use crate::layout::MmaPath;
+use crate::plan::{Context, Operand};
 use emit::*;
-
-/// Which operand of an `mma` a value is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operand {
-    A,
-    B,
-}
-
-impl Operand {
-    /// The operand's K dimension: A is `[M, K]`, B is `[K, N]`.
-    fn k_dim(self) -> usize {
-        match self {
-            Operand::A => 1,
-            Operand::B => 0,
-        }
-    }
-}
 
 /// Static shared memory a kernel may declare.
 pub const MAX_SHARED_BYTES: usize = 48 * 1024;
@@ -267,13 +251,14 @@ fn lower_with(
         team_scratch,
         twins,
     } = how;
+    let cx = Context::new(func, layouts, vectorized, path, num_stages);
     let mut l = Lower {
+        cx: &cx,
         scratch_offset,
         stage_budget,
         ping_pong,
         pairs,
         team_scratch,
-        num_stages,
         path,
         no_wgmma: None,
         wgmma_count: 0,
@@ -298,10 +283,7 @@ fn lower_with(
         specials: HashMap::new(),
         shared_bytes: 0,
         labels: 0,
-        operands: HashMap::new(),
-        register_b: HashSet::new(),
         fragment_offsets: HashMap::new(),
-        consts: HashMap::new(),
         skip: HashSet::new(),
         staged_reads: HashMap::new(),
         stored_unconverted: HashMap::new(),
@@ -316,8 +298,6 @@ fn lower_with(
         copy_registers: 0,
         split_words: HashMap::new(),
     };
-    l.find_consts(&func.body);
-    l.find_operands(&func.body);
     let mut params = l.params(entry_name);
     if let Twinning::Teams(team_bytes) = twins {
         l.twins_prologue(team_bytes);

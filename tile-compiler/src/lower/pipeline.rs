@@ -6,88 +6,27 @@
 //! waits for its own tiles, starts the copies for `k + STAGES - 1`, and reads
 //! fragments with `ldmatrix` while those copies are in flight.
 
-use super::tensor_core::Swizzle;
 use super::tma::StageBarrier;
-use super::transpose;
-use super::{Lower, MmaPath, Operand, TensorRegs, addr};
+use super::{Lower, MmaPath, TensorRegs, addr};
 use crate::ir::*;
 use crate::layout::{Bit, Layout};
+use crate::plan::{
+    self,
+    pipeline::{LoopPlan, STAGED_TILE_ALIGN, Staged},
+};
 use crate::ptx::RegClass;
 use std::collections::HashMap;
 
-/// Shared memory a pipeline's stages may take (dynamic shared memory: the
-/// launcher raises the kernel's limit past the 48 KiB default). `wgmma`
-/// keeps no operand fragments in registers, so its blocks are fewer per SM
-/// and take deeper pipelines.
-const PIPELINE_BYTES: usize = 96 * 1024;
-const WGMMA_PIPELINE_BYTES: usize = 192 * 1024;
-/// Half of an SM's 227 KiB of shared memory, less room for a block's scratch.
-const HALF_SM_BYTES: usize = 110 * 1024;
-
-/// Alignment of every staged tile: the 1024-byte period of the 128-byte
-/// swizzle, so that the stored pattern is the hardware's (`wgmma`, TMA).
-pub(super) const STAGED_TILE_ALIGN: usize = 1024;
-
-/// One tile the pipeline copies each iteration.
-#[derive(Clone)]
-pub(super) struct Staged {
-    /// The `Load` it replaces and the conversion into a fragment layout it feeds.
-    pub(super) load: ValueId,
-    /// The transposes and reshapes between the load and the conversion.
-    chain: Vec<ValueId>,
-    convert: ValueId,
-    pub(super) tensor: usize,
-    pub(super) index: Vec<ValueId>,
-    /// Operand dimension the stored rows run along, and the operand role.
-    contiguous: usize,
-    role: Operand,
-    /// Offset of this tile within a stage.
-    pub(super) offset: usize,
-    /// Whether the producer transposes the tile in place into K-major
-    /// rows before `wgmma` reads it: a tf32 operand loaded M- or N-major,
-    /// which tf32 `wgmma` cannot read (warp specialization, [`super::transpose`]).
-    pub(super) transposed: bool,
-    /// Whether its rows (K) are stored interleaved ([`interleaved_row`]): a
-    /// tf32 tile the consumers read into registers (`b` of a product
-    /// `wgmma` computes transposed), whose rows a multiple of 8.
-    pub(super) interleaved: bool,
-    /// Bytes per element, and of the whole tile.
-    pub(super) eb: usize,
-    bytes: usize,
-}
-
-impl Staged {
-    /// How the tile (of load shape `shape`) lies in its stage: rows along
-    /// the last dimension, the others (at most one longer than 1) stacked.
-    pub(super) fn swizzle(&self, shape: &[usize]) -> Swizzle {
-        let rank = shape.len();
-        Swizzle {
-            rows: shape[..rank - 1].iter().product(),
-            row_bytes: shape[rank - 1] * self.eb,
-        }
-    }
-}
-
+/// A pipelined loop as lowering runs it: its plan, where its stages and
+/// mbarriers lie in dynamic shared memory, and the registers that track
+/// the stages.
 #[derive(Clone)]
 pub(super) struct Plan {
-    /// The loop variable, which the copies' tile indices replace.
-    pub(super) var: ValueId,
-    staged: Vec<Staged>,
-    pub(super) stages: usize,
-    /// Copies by TMA (one thread, counted on per-stage mbarriers) instead
-    /// of `cp.async` by every thread.
-    pub(super) tma: bool,
+    pub(super) plan: LoopPlan,
     /// The mbarriers' offset in dynamic shared memory (TMA).
     pub(super) barriers: usize,
     /// The parity of the read stage's current mbarrier phase (TMA).
     pub(super) phase: String,
-    /// How many iterations ahead the copies run: `stages - 1`, or with
-    /// `wgmma` `stages - 2`, so that the stage the previous iteration's
-    /// still-running `wgmma` reads is not overwritten.
-    ahead: usize,
-    /// `wgmma` groups left running at the end of an iteration (0 or 1).
-    pub(super) wgmma_in_flight: usize,
-    stage_bytes: usize,
     /// Offset of the stages in dynamic shared memory.
     buffer: usize,
     pub(super) read_stage: String,
@@ -96,19 +35,11 @@ pub(super) struct Plan {
     streams: Vec<CopyStream>,
 }
 
-impl Plan {
-    pub(super) fn staged(&self) -> &[Staged] {
-        &self.staged
-    }
+impl std::ops::Deref for Plan {
+    type Target = LoopPlan;
 
-    /// Whether the producer transposes a staged tile before `wgmma` reads it.
-    pub(super) fn transposes(&self) -> bool {
-        self.staged.iter().any(|s| s.transposed)
-    }
-
-    /// Bytes the staged tiles of one iteration hold.
-    pub(super) fn staged_bytes(&self) -> usize {
-        self.staged.iter().map(|s| s.bytes).sum()
+    fn deref(&self) -> &LoopPlan {
+        &self.plan
     }
 }
 
@@ -149,165 +80,24 @@ struct StreamCopy {
     dst: (String, usize),
 }
 
-/// Where row (K index) bit `b` of an interleaved tile is stored: rows are
-/// stored in the order (k / 8, k % 4, k / 4 % 2), row k at
-/// 8 (k / 8) + 2 (k % 4) + k / 4 % 2. A warp reading `wgmma`'s A fragment
-/// (four consecutive rows, eight consecutive columns) then finds its rows
-/// 2 apart, which the 128-byte swizzle puts on distinct banks; stored in
-/// order, rows 2j and 2j + 1 share them (2-way conflicts).
-pub(super) fn interleaved_row(b: u32) -> u32 {
-    match b {
-        0 => 1,
-        1 => 2,
-        2 => 0,
-        b => b,
-    }
-}
-
-pub(super) fn uses(ops: &[Op], v: ValueId) -> usize {
-    ops.iter()
-        .map(|op| {
-            op.kind.operands().iter().filter(|&&x| x == v).count()
-                + op.kind.bodies().iter().map(|b| uses(b, v)).sum::<usize>()
-        })
-        .sum()
-}
-
 impl Lower<'_> {
-    /// The tiles of loop `body` (loop variable `var`) that can be pipelined:
-    /// loads of vector-accessed tensors padded with zero, indexed by the
-    /// loop variable and values from outside the loop, used only (through a
-    /// transpose) by a conversion into an `mma` fragment layout. With
-    /// `transposing` (a warp-specialized producer), tf32 tiles that `wgmma`
-    /// cannot read as loaded are transposed in their stage. `teams`: the
-    /// consumer warpgroups taking turns on the stages (see [`super::specialize`]).
+    /// The pipeline of loop `body` ([`plan::pipeline::plan_loop`]), its
+    /// stages and mbarriers placed after the dynamic shared memory taken so far.
     pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool, teams: u32) -> Option<Plan> {
-        let inside = defined_in(body);
-        let def = |v: ValueId| body.iter().find(|op| op.results.first() == Some(&v));
-        let mut staged = Vec::new();
-        let mut offset = 0;
-        for op in body {
-            let OpKind::Convert(src) = op.kind else { continue };
-            let convert = op.results[0];
-            let Some(&role) = self.operands.get(&convert) else {
-                continue;
-            };
-            // Through transposes and reshapes (layout relabelings) to the load.
-            let mut chain = vec![src];
-            while let Some(OpKind::Permute { arg, .. } | OpKind::Reshape(arg)) =
-                def(chain[chain.len() - 1]).map(|o| &o.kind)
-            {
-                chain.push(*arg);
-            }
-            let load = chain[chain.len() - 1];
-            let Some(Op {
-                kind: OpKind::Load { tensor, index, pad },
-                ..
-            }) = def(load)
-            else {
-                continue;
-            };
-            let eb = self.func.tensor(*tensor).dtype.bytes();
-            let zero_pad = self
-                .consts
-                .get(pad)
-                .is_some_and(|c| matches!(c, ConstVal::Float(x) if *x == 0.0) || matches!(c, ConstVal::Int(0)));
-            // Indexed by the loop along exactly one dimension, the others fixed.
-            let indexable = index.iter().filter(|&&i| i == var).count() == 1
-                && index.iter().all(|&i| i == var || !inside.contains(&i));
-            let la: &Layout = self.layout(src);
-            let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= 16 / eb);
-            // `wgmma` reads the stage itself: the conversion must feed one `mma` alone.
-            let single_use = chain.iter().all(|&v| uses(body, v) == 1)
-                && (self.path == MmaPath::Portable || uses(body, convert) == 1);
-            let load_shape = &self.layout(load).shape;
-            let two_d = load_shape[..load_shape.len() - 1].iter().filter(|&&n| n > 1).count() <= 1;
-            let vectors = self.vectorized.contains(tensor);
-            let (Some(contiguous), true, true, true, true, true, true) =
-                (contiguous, eb != 1, vectors, zero_pad, indexable, single_use, two_d)
-            else {
-                continue;
-            };
-            let bytes = self.layout(load).shape.iter().product::<usize>() * eb;
-            let transposed = transposing
-                && contiguous != role.k_dim()
-                && !self.register_b.contains(&convert)
-                && transpose::transposable(&self.layout(load).shape, eb);
-            let rank = load_shape.len();
-            let interleaved = self.path == MmaPath::Wgmma
-                && self.register_b.contains(&convert)
-                && eb == 4
-                && rank >= 2
-                && load_shape[..rank - 2].iter().all(|&n| n == 1)
-                && load_shape[rank - 2] % 8 == 0;
-            staged.push(Staged {
-                load,
-                chain,
-                convert,
-                tensor: *tensor,
-                index: index.clone(),
-                contiguous,
-                role,
-                offset,
-                transposed,
-                interleaved,
-                eb,
-                bytes,
-            });
-            offset += bytes.next_multiple_of(STAGED_TILE_ALIGN);
-        }
-        let budget = match self.path {
-            MmaPath::Portable => PIPELINE_BYTES,
-            MmaPath::Wgmma => WGMMA_PIPELINE_BYTES,
-        }
-        .min(self.stage_budget.unwrap_or(usize::MAX));
-        if staged.is_empty() || (offset * 2 > budget && self.num_stages.is_none()) {
-            return None;
-        }
-        // `mma.sync` keeps four stages. `wgmma` up to six (two of them being
-        // read: the running K-step's and the previous one's, still in
-        // flight). One consumer warpgroup takes no more than lets two blocks
-        // share an SM while three stages fit in half of it, so that one
-        // block's epilogue overlaps the other's K-loop (ncu, before warp
-        // specialization: 128x128 tiles with six 32 KiB stages at one block
-        // per SM, tensor pipe 37% busy). So does a kernel that is not
-        // warp-specialized (`!transposing`), whatever its warps: every warp
-        // computes, and two blocks overlap each other's products with
-        // their other work (attention). Two consumer warpgroups of a
-        // specialized kernel (splitting a tile, or taking turns) and the
-        // producer's hold a whole SM's registers: they take the stages.
-        let shares_sm = teams == 1 && (self.func.num_warps == 4 || !transposing);
-        let stages = match (self.num_stages, self.path) {
-            (Some(n), _) => n as usize,
-            (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),
-            (None, MmaPath::Wgmma) if shares_sm && 3 * offset <= HALF_SM_BYTES => {
-                (HALF_SM_BYTES.min(budget) / offset).clamp(2, 6)
-            }
-            (None, MmaPath::Wgmma) => (budget / offset).clamp(2, 6),
-        };
-        let overlap_wgmma = self.path == MmaPath::Wgmma && stages >= 3;
-        let ahead = if overlap_wgmma { stages - 2 } else { stages - 1 };
-        let flexible = self.path == MmaPath::Portable || (shares_sm && !transposing);
-        if flexible && self.stages.is_none() {
-            self.stages = Some((stages * offset, offset));
+        let plan = plan::pipeline::plan_loop(self.cx, (var, body), (transposing, teams), self.stage_budget)?;
+        if plan.flexible && self.stages.is_none() {
+            self.stages = Some((plan.stages * plan.stage_bytes, plan.stage_bytes));
         }
         let buffer = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
-        let barriers = buffer + stages * offset;
-        let tma = self.path == MmaPath::Wgmma;
-        self.dynamic_shared = barriers + if tma { 8 * stages } else { 0 };
+        let barriers = buffer + plan.stages * plan.stage_bytes;
+        self.dynamic_shared = barriers + if plan.tma { 8 * plan.stages } else { 0 };
         Some(Plan {
-            var,
-            staged,
-            stages,
-            tma,
-            barriers,
             phase: self.reg(RegClass::B32),
-            ahead,
-            wgmma_in_flight: usize::from(overlap_wgmma),
-            stage_bytes: offset,
-            buffer,
             read_stage: self.reg(RegClass::B32),
             write_stage: self.reg(RegClass::B32),
+            plan,
+            barriers,
+            buffer,
             streams: Vec::new(),
         })
     }
@@ -554,7 +344,7 @@ impl Lower<'_> {
             return;
         }
         if !plan.tma {
-            plan.streams = (plan.staged.clone().iter())
+            plan.streams = (plan.plan.staged.clone().iter())
                 .map(|s| self.copy_stream(plan.var, s, lo))
                 .collect();
             let copies = plan.streams.iter().map(|s| s.copies.len()).sum();

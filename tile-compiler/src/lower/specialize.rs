@@ -163,7 +163,7 @@ impl Lower<'_> {
                 unreachable!("an mma")
             };
             accumulators += registers(acc);
-            if self.register_b.contains(&b) {
+            if self.cx.register_b.contains(&b) {
                 operands += registers(b);
             }
         }
@@ -231,7 +231,7 @@ impl Lower<'_> {
         };
         let mut needed: HashSet<ValueId> = [*lo, *hi].into();
         needed.extend(
-            plan.staged()
+            plan.staged
                 .iter()
                 .flat_map(|s| s.index.iter().copied())
                 .filter(|&i| i != *var),
@@ -291,7 +291,7 @@ impl Lower<'_> {
                 }
             })
         });
-        let cluster = paired.then(|| self.cluster(plan.staged().len()));
+        let cluster = paired.then(|| self.cluster(plan.staged.len()));
         let roles = Roles {
             plan: plan.clone(),
             consumers,

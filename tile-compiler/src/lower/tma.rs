@@ -127,7 +127,7 @@ impl Lower<'_> {
             .and_then(|r| r.cluster.as_ref())
             .map(|c| (c.rank.clone(), c.shared.clone(), c.mask.clone()));
         let base = self.stage_base(plan, stage);
-        for (tile, s) in plan.staged().iter().enumerate() {
+        for (tile, s) in plan.staged.iter().enumerate() {
             let shape = self.layout(s.load).shape.clone();
             let rank = shape.len();
             let line = s.swizzle(&shape).line_bytes();

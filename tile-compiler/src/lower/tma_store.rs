@@ -15,9 +15,9 @@
 
 use super::Lower;
 use super::convert::SharedTile;
-use super::tensor_core::Swizzle;
 use super::tma::TensorMap;
 use crate::ir::*;
+use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 
 impl Lower<'_> {

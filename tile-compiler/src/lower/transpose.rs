@@ -20,9 +20,10 @@
 use super::Lower;
 use super::pipeline::Plan;
 use super::specialize::PRODUCER_THREADS;
-use super::tensor_core::Swizzle;
 use super::tma::StageBarrier;
 use crate::ir::ValueId;
+use crate::plan::pipeline::TRANSPOSE_BLOCK as BLOCK;
+use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 
 /// Producer threads that transpose: all but the first warp's.
@@ -31,18 +32,6 @@ pub(super) const TRANSPOSER_THREADS: u32 = PRODUCER_THREADS - 32;
 /// The named barrier the transposing threads synchronize on between
 /// reading a stage's tiles and overwriting them (the consumers use 1).
 const TRANSPOSER_BARRIER: u32 = 2;
-
-/// Elements per 16-byte chunk (f32): the side of a transposed block.
-const BLOCK: usize = 4;
-
-/// Whether a tile of load shape `shape` (`eb` bytes per element) can be
-/// transposed in 4 x 4 blocks of 16-byte rows: f32, its stored rows (all
-/// dimensions but the last) and columns multiples of 4.
-pub(super) fn transposable(shape: &[usize], eb: usize) -> bool {
-    let rank = shape.len();
-    let rows: usize = shape[..rank - 1].iter().product();
-    eb == 16 / BLOCK && rows % BLOCK == 0 && shape[rank - 1] % BLOCK == 0
-}
 
 /// A block a transposing thread moves at every stage: the offsets, from
 /// the stage's start, of the four 16-byte rows it reads and of the four it
@@ -60,7 +49,7 @@ impl Lower<'_> {
     /// before the loop.
     pub(super) fn transpose_blocks(&mut self, plan: &Plan, thread: &str) -> Vec<Block> {
         let mut out = Vec::new();
-        for s in plan.staged().iter().filter(|s| s.transposed) {
+        for s in plan.staged.iter().filter(|s| s.transposed) {
             let from = s.swizzle(&self.layout(s.load).shape);
             let (rows, cols) = (from.rows, from.row_bytes / s.eb);
             let to = Swizzle {

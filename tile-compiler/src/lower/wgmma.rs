@@ -17,12 +17,13 @@
 //! path; otherwise it keeps its portable `mma.sync` variant alone.
 
 use super::convert::SharedTile;
-use super::pipeline::{STAGED_TILE_ALIGN, uses};
-use super::tensor_core::{ACC, HALF_A, Swizzle};
+use super::tensor_core::{ACC, HALF_A};
 use super::{Lower, MmaPath, Operand};
 use crate::dtype::DType;
 use crate::ir::{Op, OpKind, ValueId, all_ops, defined_in};
 use crate::layout::{Bit, Layout, wgmma_warpgroups};
+use crate::plan::pipeline::{STAGED_TILE_ALIGN, uses};
+use crate::plan::swizzle::Swizzle;
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
 
@@ -150,7 +151,7 @@ impl Lower<'_> {
         if k % step_k != 0 {
             return Err("K is not a multiple of one wgmma step (16, or 8 for tf32)");
         }
-        if self.register_b.contains(&b) {
+        if self.cx.register_b.contains(&b) {
             if !in_place {
                 return Err("a product computed transposed (tf32) updates an accumulator other than its loop's");
             }
@@ -338,7 +339,7 @@ impl Lower<'_> {
         let out = self.regs_of(acc);
         // `b`'s fragment: register `i + 4 (ks + K/8 slab)`.
         let stored = if self.interleaved.contains(&b) {
-            fragment.rename_bits(0, super::pipeline::interleaved_row)
+            fragment.rename_bits(0, crate::plan::pipeline::interleaved_row)
         } else {
             fragment.clone()
         };

@@ -1,0 +1,115 @@
+//! Decisions taken before lowering, as passes over the laid-out IR: which
+//! loops are software-pipelined and how deep ([`pipeline`]), whether the
+//! kernel is warp-specialized and how its consumers share the tiles
+//! ([`specialize`]), what each op needs of the scratch area ([`scratch`]),
+//! and where everything lives in shared memory ([`memory`]). The result,
+//! a [`Plan`], is what lowering follows: lowering emits, it does not
+//! decide.
+
+pub mod pipeline;
+pub mod swizzle;
+
+use crate::dtype::DType;
+use crate::ir::{ConstVal, Func, Op, OpKind, ValueId};
+use crate::layout::{Layout, Layouts, MmaPath};
+use std::collections::{HashMap, HashSet};
+
+/// Which operand of an `mma` a value is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    A,
+    B,
+}
+
+impl Operand {
+    /// The operand's K dimension: A is `[M, K]`, B is `[K, N]`.
+    pub fn k_dim(self) -> usize {
+        match self {
+            Operand::A => 1,
+            Operand::B => 0,
+        }
+    }
+}
+
+/// What every pass (and lowering) reads: one variant's function with its
+/// layouts, and the facts about its values that do not depend on any
+/// decision.
+pub struct Context<'a> {
+    pub func: &'a Func,
+    pub layouts: &'a Layouts,
+    /// The tensor parameters accessed with 16-byte vectors.
+    pub vectorized: &'a [usize],
+    pub path: MmaPath,
+    /// The `num_stages` hint: how many stages `mma` pipelines get.
+    pub num_stages: Option<u32>,
+    /// Values that are `mma` operands, converted into fragment layouts.
+    pub operands: HashMap<ValueId, Operand>,
+    /// `b` operands of `mma`s that `wgmma` computes transposed (`b^T a^T`,
+    /// [`Layout::wgmma_acc_swapped`]), reading `b` into registers.
+    pub register_b: HashSet<ValueId>,
+    /// Scalar constants, by value.
+    pub consts: HashMap<ValueId, ConstVal>,
+}
+
+impl<'a> Context<'a> {
+    pub fn new(
+        func: &'a Func,
+        layouts: &'a Layouts,
+        vectorized: &'a [usize],
+        path: MmaPath,
+        num_stages: Option<u32>,
+    ) -> Context<'a> {
+        let mut cx = Context {
+            func,
+            layouts,
+            vectorized,
+            path,
+            num_stages,
+            operands: HashMap::new(),
+            register_b: HashSet::new(),
+            consts: HashMap::new(),
+        };
+        cx.find_consts(&func.body);
+        cx.find_operands(&func.body);
+        cx
+    }
+
+    pub fn layout(&self, v: ValueId) -> &'a Layout {
+        &self.layouts[&v]
+    }
+
+    pub fn dtype(&self, v: ValueId) -> DType {
+        self.func.values[v].dtype
+    }
+
+    fn find_consts(&mut self, ops: &[Op]) {
+        for op in ops {
+            if let (OpKind::Const(c), [r]) = (&op.kind, &op.results[..]) {
+                self.consts.insert(*r, *c);
+            }
+            for body in op.kind.bodies() {
+                self.find_consts(body);
+            }
+        }
+    }
+
+    /// Records which values are `mma` operands, and which `b` operands
+    /// `wgmma` reads from registers (the layout pass gave their result the
+    /// transposed accumulator layout).
+    fn find_operands(&mut self, ops: &[Op]) {
+        for op in ops {
+            if let OpKind::Mma { a, b, .. } = op.kind {
+                self.operands.insert(a, Operand::A);
+                self.operands.insert(b, Operand::B);
+                let (m, n) = (self.layout(a).shape[0], self.layout(b).shape[1]);
+                let swapped = Layout::wgmma_acc_swapped(m, n, self.func.num_warps);
+                if self.path == MmaPath::Wgmma && swapped.as_ref() == Some(self.layout(op.results[0])) {
+                    self.register_b.insert(b);
+                }
+            }
+            for body in op.kind.bodies() {
+                self.find_operands(body);
+            }
+        }
+    }
+}
