@@ -54,26 +54,6 @@ pub(super) struct Cluster {
 }
 
 impl Lower<'_> {
-    /// Whether blocks can be paired for `plan`: f32 (tf32) operands, which
-    /// move twice the bytes per FLOP of 16-bit ones (measured on an H100,
-    /// pairing 16-bit kernels cost 5-15% on GPT-2 shapes, the pair's
-    /// coupling outweighing the L2 reads saved), no tile transposed in its
-    /// stage, every tile in halves ([`Lower::tma_fill`]: an even number of
-    /// panels, or rows a multiple of 16, each half a whole number of swizzle
-    /// periods), and loop bounds that no block's index enters (`bounds`: the
-    /// scalar ops they are computed from).
-    pub(super) fn pairs_blocks(&self, plan: &Plan, bounds: &[&Op]) -> bool {
-        let halvable = plan.staged.iter().all(|s| {
-            let shape = &self.layout(s.load).shape;
-            let rank = shape.len();
-            let panels = shape[rank - 1] * s.eb / s.swizzle(shape).line_bytes();
-            panels % 2 == 0 || shape[..rank - 1].iter().product::<usize>() % 16 == 0
-        });
-        let f32_operands = plan.staged.iter().all(|s| s.eb == 4);
-        let fixed_bounds = !bounds.iter().any(|op| matches!(op.kind, OpKind::BlockId(0)));
-        f32_operands && !plan.transposes() && halvable && fixed_bounds
-    }
-
     /// The cluster's registers, set up in the prologue, for a plan staging
     /// `tiles` tiles.
     pub(super) fn cluster(&mut self, tiles: usize) -> Cluster {

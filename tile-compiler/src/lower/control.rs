@@ -148,27 +148,16 @@ impl Lower<'_> {
             self.vals.insert(arg, regs.clone());
             carried.push(regs);
         }
-        // Accumulators an `mma` may update in place: a carried tile used only
-        // by the `mma` whose result is used only as the next iteration's value.
-        for (&y, &arg) in yields.iter().zip(args) {
-            let by_mma = body
-                .iter()
-                .any(|op| op.results.first() == Some(&y) && matches!(op.kind, OpKind::Mma { acc, .. } if acc == arg));
-            if by_mma && crate::plan::pipeline::uses(body, arg) == 1 && crate::plan::pipeline::uses(body, y) == 0 {
-                self.in_place.insert(y, arg);
-            }
-        }
         let i = self.copy(RegClass::B32, &self.scalar(lo));
         let mut plan = match &self.roles {
             Some(roles) if roles.plan.var == var => Some(roles.plan.clone()),
-            _ => self.pipeline_plan(var, body, false, 1),
+            _ => self.pipeline(var),
         };
         if let Some(plan) = &mut plan {
-            self.pipelines.0 += 1;
             self.pipeline_prologue(plan, &i, &self.scalar(hi));
             self.wgmma_in_flight = plan.wgmma_in_flight;
         }
-        self.stage_invariant_operands(body);
+        self.stage_invariant_operands(var);
         self.vals.insert(var, vec![i.clone()]);
         let (head, end) = (self.label("loop"), self.label("done"));
         let done = self.reg(RegClass::Pred);
@@ -204,7 +193,6 @@ impl Lower<'_> {
         if plan.is_some() {
             self.pipeline_drain();
             self.wgmma_in_flight = 0;
-            self.pipelines = (self.pipelines.0 - 1, self.pipelines.1 + 1);
         }
         for (&r, regs) in results.iter().zip(carried) {
             self.vals.insert(r, regs);

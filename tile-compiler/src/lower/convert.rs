@@ -11,7 +11,7 @@
 //! bit of (register, lane, warp): the thread's part is computed once, and
 //! each access adds its register part (an XOR only where the two overlap).
 //!
-//! On the portable path a tile over [`MAX_PORTABLE_CONVERSION_BYTES`] goes
+//! On the portable path a tile over 64 KiB (`plan/scratch.rs`) goes
 //! through in parts, one per value of some row bits that both layouts hold
 //! in registers: each part takes the shared tile in turn, so that the
 //! block fits the 99 KiB an sm_120 GPU gives one (an f32 128x256 `mma`
@@ -22,12 +22,10 @@ use super::{Lower, MmaPath};
 use crate::dtype::DType;
 use crate::ir::ValueId;
 use crate::layout::{Bit, Layout};
+use crate::plan::scratch::{Conversion, swizzled_tile};
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 use std::collections::HashMap;
-
-/// The most shared memory a portable conversion's tile takes at once.
-const MAX_PORTABLE_CONVERSION_BYTES: usize = 64 * 1024;
 
 /// A tile of `shape` stored as rows along its last dimension, swizzled.
 /// The coordinate bits in `dropped` are not in `shape`: elements that
@@ -106,35 +104,35 @@ impl Lower<'_> {
             .collect()
     }
 
+    /// `arg` in `result`'s layout, moved as the plan says ([`Conversion`]).
     pub(super) fn convert(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
-        if self.staged_once(result).is_some_and(|source| source == arg) {
-            // Stored straight from `arg` before its loop: no registers.
-            self.stored_unconverted.insert(result, arg);
-            return Vec::new();
-        }
         let (la, lb) = (self.layout(arg), self.layout(result));
-        if let Some((base, contiguous, role)) = self.staged_reads.get(&result).cloned() {
-            // `wgmma` reads the stage itself, through a descriptor.
-            if self.path == MmaPath::Wgmma {
+        match self.plan.conversions[&result] {
+            Conversion::StoredUnconverted => {
+                // Stored straight from `arg` before its loop: no registers.
+                self.stored_unconverted.insert(result, arg);
                 return Vec::new();
             }
-            let eb = self.dtype(arg).bytes();
-            return self
-                .read_fragments(&base, lb, (contiguous, eb), role)
-                .unwrap_or_else(|| self.read_elements(&base, lb, contiguous));
+            Conversion::Staged => {
+                // `wgmma` reads the stage itself, through a descriptor.
+                if self.path == MmaPath::Wgmma {
+                    return Vec::new();
+                }
+                let (base, contiguous, role) = self.staged_reads[&result].clone();
+                let eb = self.dtype(arg).bytes();
+                return self
+                    .read_fragments(&base, lb, (contiguous, eb), role)
+                    .unwrap_or_else(|| self.read_elements(&base, lb, contiguous));
+            }
+            Conversion::Permutation => {
+                let (src, perm) = (self.regs_of(arg), la.register_permutation(lb).expect("planned"));
+                return perm.into_iter().map(|r| src[r].clone()).collect();
+            }
+            Conversion::Operand => return self.stage_operand(arg, result, self.cx.operands[&result]),
+            Conversion::Swizzled => return self.convert_swizzled(arg, result),
+            Conversion::Elementwise => {}
         }
         let src = self.regs_of(arg);
-        if let Some(perm) = la.register_permutation(lb) {
-            return perm.into_iter().map(|r| src[r].clone()).collect();
-        }
-        if let Some(role) = self.cx.operands.get(&result).copied() {
-            if let Some(regs) = self.stage_operand(arg, result, role) {
-                return regs;
-            }
-        }
-        if let Some(regs) = self.convert_swizzled(arg, result) {
-            return regs;
-        }
         let dtype = self.dtype(arg);
         let (class, ty, bytes) = match dtype {
             DType::F16 | DType::BF16 => (RegClass::B16, "b16", 2),
@@ -142,8 +140,6 @@ impl Lower<'_> {
             DType::F32 => (RegClass::F32, "f32", 4),
             _ => (RegClass::B32, "b32", 4),
         };
-        let n: usize = la.shape.iter().product();
-        self.shared_bytes = self.shared_bytes.max(n * bytes);
         let wbase = self.smem_base(la, bytes);
         let owner = self.owner_pred(la.replicated_mask());
         self.barrier();
@@ -175,25 +171,11 @@ impl Lower<'_> {
 
     /// `arg` converted to `result`'s layout through a swizzled shared tile;
     /// `None` for elements other than 2 or 4 bytes, or rows under 16 bytes.
-    pub(super) fn convert_swizzled(&mut self, arg: ValueId, result: ValueId) -> Option<Vec<String>> {
+    pub(super) fn convert_swizzled(&mut self, arg: ValueId, result: ValueId) -> Vec<String> {
         let (la, lb) = (self.layout(arg), self.layout(result));
         let dtype = self.dtype(arg);
-        let (eb, class) = match dtype {
-            DType::F16 | DType::BF16 => (2, RegClass::B16),
-            DType::F32 => (4, RegClass::F32),
-            DType::I32 | DType::U32 => (4, RegClass::B32),
-            DType::Bool => return None,
-        };
-        let cols = *la.shape.last()?;
-        let rows: usize = la.shape[..la.shape.len() - 1].iter().product();
-        if cols * eb < 16 {
-            return None;
-        }
-        let dropped = if self.path == MmaPath::Portable {
-            parts(la, lb, rows * cols * eb)
-        } else {
-            Vec::new()
-        };
+        let (eb, class) = (dtype.bytes(), RegClass::of(dtype));
+        let (whole, dropped) = swizzled_tile(self.path, la, lb, dtype).expect("planned");
         let mut shape = la.shape.clone();
         for &(dim, _) in &dropped {
             shape[dim] /= 2;
@@ -202,12 +184,11 @@ impl Lower<'_> {
             shape: &shape,
             elem_bytes: eb,
             swizzle: Swizzle {
-                rows: rows >> dropped.len(),
-                row_bytes: cols * eb,
+                rows: whole.rows >> dropped.len(),
+                row_bytes: whole.row_bytes,
             },
             dropped: &dropped,
         };
-        self.shared_bytes = self.shared_bytes.max((rows >> dropped.len()) * cols * eb);
         let src = self.regs_of(arg);
         let base = self.scratch_base();
         let owner = self.owner_pred(la.replicated_mask());
@@ -240,7 +221,7 @@ impl Lower<'_> {
                 out.splice(a.first..a.first + a.width, regs);
             }
         }
-        Some(out)
+        out
     }
 
     /// Loads `a.width` registers of `eb` bytes (16-bit halves split from
@@ -351,32 +332,6 @@ impl Lower<'_> {
             })
             .collect()
     }
-}
-
-/// The row bits (the highest first) whose values split a conversion of
-/// `bytes` from `la` to `lb` into parts of at most
-/// [`MAX_PORTABLE_CONVERSION_BYTES`]: bits both layouts hold in registers,
-/// so that each thread's part is known when the kernel is compiled. None
-/// when the tile is small enough, or no such bits are left.
-fn parts(la: &Layout, lb: &Layout, bytes: usize) -> Vec<Bit> {
-    let last = la.shape.len() - 1;
-    let mut shared: Vec<Bit> = la
-        .reg
-        .iter()
-        .filter(|&&(dim, _)| dim < last)
-        .filter(|b| lb.reg.contains(b))
-        .copied()
-        .collect();
-    shared.sort_by_key(|&(dim, b)| (std::cmp::Reverse(b), dim));
-    let needed = bytes
-        .div_ceil(MAX_PORTABLE_CONVERSION_BYTES)
-        .next_power_of_two()
-        .trailing_zeros() as usize;
-    if needed > shared.len() {
-        return Vec::new();
-    }
-    shared.truncate(needed);
-    shared
 }
 
 /// `.vN` and `{a, b, ..}` for several registers, or nothing and the one.

@@ -6,7 +6,8 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::*;
 use crate::layout::{Bit, Layout, Layouts};
-use crate::plan::Context;
+use crate::plan::memory::ScratchAt;
+use crate::plan::{Context, Plan};
 use crate::ptx::{EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -26,14 +27,14 @@ type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
 pub(super) struct Lower<'a> {
     /// The variant's function, layouts and the facts about its values.
     pub(super) cx: &'a Context<'a>,
+    /// What was decided for the variant: lowering follows it.
+    pub(super) plan: &'a Plan,
     pub(super) func: &'a Func,
     pub(super) path: MmaPath,
     /// Why an `mma` could not take the `wgmma` path (that variant is dropped).
     pub(super) no_wgmma: Option<wgmma::Unsupported>,
     /// `mma`s lowered to `wgmma`.
     pub(super) wgmma_count: usize,
-    /// `mma` results that may reuse their accumulator's registers (result -> accumulator).
-    pub(super) in_place: HashMap<ValueId, ValueId>,
     /// `wgmma` groups an iteration of the current pipelined loop leaves running.
     pub(super) wgmma_in_flight: usize,
     /// Tensor maps the TMA copies use, with the register holding each one's address.
@@ -57,18 +58,6 @@ pub(super) struct Lower<'a> {
     pub(super) thread_coords: HashMap<ThreadBits, Coords>,
     pub(super) repl_preds: HashMap<u32, String>,
     pub(super) specials: HashMap<String, String>,
-    pub(super) shared_bytes: usize,
-    /// Where the scratch area (`shared_bytes`) lives in dynamic shared
-    /// memory, when it is too large for static; `None`: the static `smem`.
-    pub(super) scratch_offset: Option<usize>,
-    /// Shared memory the pipeline stages may take, when less than the default.
-    pub(super) stage_budget: Option<usize>,
-    /// Whether two consumer warpgroups may take turns (see [`specialize`]),
-    /// and the bytes of each one's scratch area, once known.
-    pub(super) ping_pong: bool,
-    pub(super) team_scratch: Option<usize>,
-    /// Whether blocks may run in pairs sharing operand tiles (see [`cluster`]).
-    pub(super) pairs: bool,
     pub(super) labels: usize,
     /// Per-thread shared-memory offsets computed once in the prologue: keyed
     /// by layout and a discriminating pair (fragment reads: stored
@@ -83,33 +72,11 @@ pub(super) struct Lower<'a> {
     /// straight from the tile they convert (`convert -> source`), not
     /// converted first ([`Lower::staged_once`]).
     pub(super) stored_unconverted: HashMap<ValueId, ValueId>,
-    /// The tensors the pipelines in use copy from.
-    pub(super) pipelined: BTreeSet<usize>,
     /// Staged conversions whose tiles have their rows interleaved
     /// ([`pipeline::interleaved_row`]).
     pub(super) interleaved: HashSet<ValueId>,
     /// The tensors accessed with vectors other than by TMA.
     pub(super) vector_accessed: BTreeSet<usize>,
-    /// Bytes of dynamic shared memory (pipeline stages), `dyn_smem` in PTX.
-    pub(super) dynamic_shared: usize,
-    /// The first pipelined loop's stages, all of them and one, in bytes,
-    /// where the lowering may take fewer (see [`lower_with`]): portable, or
-    /// `wgmma` on one warpgroup not warp-specialized.
-    pub(super) stages: Option<(usize, usize)>,
-    /// `mma` pipelines (`cp.async`) under way and done, as lowering goes.
-    pub(super) pipelines: (usize, usize),
-    /// `None` until the scratch area is used; then the fewest pipelines
-    /// done at any of its uses, or `None` once one came while a pipeline
-    /// was under way.
-    pub(super) scratch_after: Option<Option<usize>>,
-    /// The registers a thread's `mma.sync` steps hold live: each `mma`'s
-    /// accumulator and two K-steps' operand fragments (one in use, the next
-    /// being read), 32 bits each, summed over the kernel's `mma`s, which in
-    /// a loop are live together (attention's scores, while `p @ v` runs).
-    pub(super) mma_live_registers: usize,
-    /// The most `cp.async` copies a thread issues per tile of a pipelined
-    /// loop: each holds its address's advance from the copy before.
-    pub(super) copy_registers: usize,
     /// Words split into 16-bit halves ([`Lower::split_word`]), by their
     /// halves: packing the same halves again ([`Lower::packed_word`]) is
     /// the word itself. Nothing writes a word or its halves after the split.
@@ -327,19 +294,13 @@ impl<'a> Lower<'a> {
     /// The start of the scratch area (reductions, layout conversions,
     /// operand staging), in a new register.
     pub(super) fn scratch_base(&mut self) -> String {
-        let (under_way, done) = self.pipelines;
-        let after = (under_way == 0).then_some(done);
-        self.scratch_after = Some(match self.scratch_after {
-            None => after,
-            Some(before) => before.zip(after).map(|(b, a)| b.min(a)),
-        });
-        let base = match self.scratch_offset {
-            None => {
+        let base = match self.plan.scratch_at {
+            ScratchAt::Static => {
                 let base = self.reg(RegClass::B32);
                 self.emit(format!("mov.u32 {base}, smem;"));
                 base
             }
-            Some(offset) => self.dynamic_address(offset, None),
+            ScratchAt::Dynamic(offset) => self.dynamic_address(offset, None),
         };
         // Teams taking turns: this thread's team's part.
         if let Some(team) = self.roles.as_ref().and_then(|r| r.team.as_ref()?.scratch.clone()) {

@@ -10,10 +10,7 @@ use super::tma::StageBarrier;
 use super::{Lower, MmaPath, TensorRegs, addr};
 use crate::ir::*;
 use crate::layout::{Bit, Layout};
-use crate::plan::{
-    self,
-    pipeline::{LoopPlan, STAGED_TILE_ALIGN, Staged},
-};
+use crate::plan::pipeline::{LoopPlan, Staged};
 use crate::ptx::RegClass;
 use std::collections::HashMap;
 
@@ -81,23 +78,17 @@ struct StreamCopy {
 }
 
 impl Lower<'_> {
-    /// The pipeline of loop `body` ([`plan::pipeline::plan_loop`]), its
-    /// stages and mbarriers placed after the dynamic shared memory taken so far.
-    pub(super) fn pipeline_plan(&mut self, var: ValueId, body: &[Op], transposing: bool, teams: u32) -> Option<Plan> {
-        let plan = plan::pipeline::plan_loop(self.cx, (var, body), (transposing, teams), self.stage_budget)?;
-        if plan.flexible && self.stages.is_none() {
-            self.stages = Some((plan.stages * plan.stage_bytes, plan.stage_bytes));
-        }
-        let buffer = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
-        let barriers = buffer + plan.stages * plan.stage_bytes;
-        self.dynamic_shared = barriers + if plan.tma { 8 * plan.stages } else { 0 };
+    /// Loop `var`'s pipeline as planned, with the registers that track its
+    /// stages; `None` when the loop is not pipelined.
+    pub(super) fn pipeline(&mut self, var: ValueId) -> Option<Plan> {
+        let placed = self.plan.loops.get(&var)?.clone();
         Some(Plan {
             phase: self.reg(RegClass::B32),
             read_stage: self.reg(RegClass::B32),
             write_stage: self.reg(RegClass::B32),
-            plan,
-            barriers,
-            buffer,
+            plan: placed.plan,
+            barriers: placed.barriers,
+            buffer: placed.buffer,
             streams: Vec::new(),
         })
     }
@@ -347,8 +338,6 @@ impl Lower<'_> {
             plan.streams = (plan.plan.staged.clone().iter())
                 .map(|s| self.copy_stream(plan.var, s, lo))
                 .collect();
-            let copies = plan.streams.iter().map(|s| s.copies.len()).sum();
-            self.copy_registers = self.copy_registers.max(copies);
         }
         self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
         self.emit(format!("mov.b32 {}, {};", plan.write_stage, plan.ahead));
@@ -402,7 +391,6 @@ impl Lower<'_> {
             let tile = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile}, {base}, {};", s.offset));
             self.skip.extend(s.chain.iter().copied());
-            self.pipelined.insert(s.tensor);
             let contiguous = if s.transposed { s.role.k_dim() } else { s.contiguous };
             self.staged_reads.insert(s.convert, (tile, contiguous, s.role));
             if s.interleaved {

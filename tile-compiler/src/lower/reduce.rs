@@ -135,7 +135,6 @@ impl Lower<'_> {
             let n: usize = lr.shape.iter().product();
             let k = 1usize << wbits.len();
             let region = k * n * 4;
-            self.shared_bytes = self.shared_bytes.max(if is_arg { 2 * region } else { region });
             // The warp's position along the axis, compacted: which partial it holds.
             let j = self.reg(RegClass::B32);
             self.emit(format!("mov.b32 {j}, 0;"));

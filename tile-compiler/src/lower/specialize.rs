@@ -32,19 +32,16 @@
 //! longer stalls the tensor cores. Each stage is read by one warpgroup,
 //! which hands the last one of its loop back as soon as the loop ends.
 
+use super::Lower;
 use super::cluster::Cluster;
 use super::pipeline::Plan;
 use super::tma::StageBarrier;
 use super::transpose::TRANSPOSER_THREADS;
-use super::{Lower, SM_REGISTERS};
 use crate::error::Result;
 use crate::ir::*;
+use crate::plan::memory::SM_REGISTERS;
+use crate::plan::specialize::PRODUCER_THREADS;
 use crate::ptx::{EntryParam, RegClass};
-use std::collections::HashSet;
-
-/// Threads of the producer role: one warpgroup (the unit `setmaxnreg`
-/// works on), of which one thread issues the copies.
-pub const PRODUCER_THREADS: u32 = 128;
 
 /// Registers per thread the producer keeps (`setmaxnreg.dec`), so that
 /// the consumers can take more than an even share of the register file:
@@ -75,24 +72,6 @@ fn consumer_registers(consumers: u32, producer: u32) -> Option<u32> {
 fn entry_registers(consumers: u32) -> Option<u32> {
     let threads = consumers + PRODUCER_THREADS;
     (threads * 255 > SM_REGISTERS).then_some(SM_REGISTERS / threads / 8 * 8)
-}
-
-/// Registers per consumer thread that register tiles may take for two
-/// teams to take turns, of the 232 each thread then has (the rest hold
-/// addresses, descriptors and temporaries): in the K-loop, the
-/// accumulators and register-sourced operands (a 64x256 tf32 tile
-/// computed transposed, 128 + 64, spills); in the epilogue, the
-/// accumulators and the tiles it loads (a 64x256 tile and its bias,
-/// 128 + 64, fits; a 128x128 one and its residual, 128 + 128 + 32, spills).
-const TEAM_LOOP_REGISTERS: usize = 160;
-const TEAM_EPILOGUE_REGISTERS: usize = 192;
-
-/// `mma` ops in `ops`, nested bodies included.
-fn mmas(ops: &[Op]) -> Vec<&Op> {
-    all_ops(ops)
-        .into_iter()
-        .filter(|op| matches!(op.kind, OpKind::Mma { .. }))
-        .collect()
 }
 
 /// Named barrier of the consumers when they are one team (0 is the
@@ -151,105 +130,27 @@ pub(super) struct Roles {
 }
 
 impl Lower<'_> {
-    /// Consumer warpgroups that take turns on a block's tiles: two when the
-    /// kernel's `wgmma`s are one warpgroup's, its register tiles fit (see
-    /// [`TEAM_LOOP_REGISTERS`]) and the lowering allows it (`ping_pong`);
-    /// else one.
-    fn teams(&self, body: &[Op]) -> u32 {
-        let registers = |v: ValueId| 1usize << self.layout(v).reg.len();
-        let (mut accumulators, mut operands) = (0, 0);
-        for op in mmas(body) {
-            let OpKind::Mma { b, acc, .. } = op.kind else {
-                unreachable!("an mma")
-            };
-            accumulators += registers(acc);
-            if self.cx.register_b.contains(&b) {
-                operands += registers(b);
-            }
-        }
-        // Tiles loaded outside loops: the epilogue's operands (a bias, a residual).
-        let loaded: usize = body
-            .iter()
-            .filter(|op| matches!(op.kind, OpKind::Load { .. }))
-            .map(|op| registers(op.results[0]))
-            .sum();
-        let fit = accumulators + operands <= TEAM_LOOP_REGISTERS && accumulators + loaded <= TEAM_EPILOGUE_REGISTERS;
-        if self.ping_pong && self.func.num_warps == 4 && fit {
-            2
-        } else {
-            1
-        }
-    }
-
     /// Lowers `body` warp-specialized and persistent, when it can be: every
     /// `mma` in one top-level loop that pipelines with TMA, whose bounds and
     /// copied tiles' indices come from scalar ops before it. Returns false,
     /// having emitted nothing, when it cannot.
     pub(super) fn specialize(&mut self, body: &[Op]) -> Result<bool> {
-        let count = mmas(body).len();
-        let Some(at) = body.iter().position(|op| {
-            let OpKind::For { body, .. } = &op.kind else {
-                return false;
-            };
-            count > 0
-                && mmas(body).len() == count
-                && body.iter().filter(|o| matches!(o.kind, OpKind::Mma { .. })).count() == count
-        }) else {
+        let Some(spec) = self.plan.specialization.clone() else {
             return Ok(false);
         };
-        let OpKind::For {
-            lo,
-            hi,
-            var,
-            args,
-            body: loop_body,
-            ..
-        } = &body[at].kind
-        else {
-            unreachable!("found as a loop")
+        let OpKind::For { lo, hi, .. } = &body[spec.at].kind else {
+            unreachable!("the specialized loop")
         };
-        // A product awaited as soon as it is issued (its accumulator fresh
-        // or rescaled each step, as attention's are) stalls its warps,
-        // which a producer running ahead does not help; teams taking turns
-        // on whole loops would serialize them. Such loops keep every warp
-        // a consumer, and blocks that fit several to an SM overlap one
-        // another's products instead.
-        let accumulates = mmas(loop_body)
-            .iter()
-            .all(|op| matches!(op.kind, OpKind::Mma { acc, .. } if args.contains(&acc)));
-        if !accumulates {
-            return Ok(false);
-        }
-        let allocated = self.dynamic_shared;
-        let teams = self.teams(body);
-        let plan = match self.pipeline_plan(*var, loop_body, true, teams) {
-            Some(plan) if plan.tma => plan,
-            _ => {
-                self.dynamic_shared = allocated;
-                return Ok(false);
-            }
-        };
-        let mut needed: HashSet<ValueId> = [*lo, *hi].into();
-        needed.extend(
-            plan.staged
-                .iter()
-                .flat_map(|s| s.index.iter().copied())
-                .filter(|&i| i != *var),
-        );
-        let Some(slice) = self.producer_slice(&body[..at], needed) else {
-            self.dynamic_shared = allocated;
-            return Ok(false);
-        };
-        let bounds = self.producer_slice(&body[..at], [*lo, *hi].into()).unwrap_or_default();
-        let paired = self.pairs && self.pairs_blocks(&plan, &bounds);
+        let plan = self.pipeline(spec.plan.var).expect("the specialized loop is pipelined");
+        let slice: Vec<&Op> = spec.slice.iter().map(|&i| &body[i]).collect();
+        let (teams, paired) = (spec.teams, spec.clustered);
         // The empty mbarriers follow the full ones, and the ready ones
-        // those. Paired blocks' consumers release each other's stages too.
+        // those. Clustered blocks' consumers release each other's stages too.
         let releases = if paired { 2 } else { 1 } * self.func.num_warps;
         let mut barriers = vec![(StageBarrier::Empty, releases)];
         if plan.transposes() {
             barriers.push((StageBarrier::Ready, TRANSPOSER_THREADS));
         }
-        self.dynamic_shared += 8 * plan.stages * barriers.len();
 
         let consumers = teams * self.func.num_warps * 32;
         let grid_param = EntryParam {
@@ -277,7 +178,7 @@ impl Lower<'_> {
                 l.emit(format!("xor.b32 {other_turn}, {index}, 1;"));
                 l.emit(format!("add.s32 {other_turn}, {other_turn}, {TURN_BARRIERS};"));
                 l.emit(format!("setp.eq.u32 {first}, {index}, 0;"));
-                let scratch = l.team_scratch.map(|bytes| {
+                let scratch = l.plan.team_scratch.map(|bytes| {
                     let s = l.reg(RegClass::B32);
                     l.emit(format!("mul.lo.u32 {s}, {index}, {bytes};"));
                     s
@@ -381,26 +282,6 @@ impl Lower<'_> {
             self.cluster_barrier();
         }
         Ok(true)
-    }
-
-    /// The ops of `before` (top-level, ahead of the loop) that the values
-    /// `needed` depend on, in order; `None` when one of them is not a
-    /// scalar op (the producer computes no tiles).
-    fn producer_slice<'o>(&self, before: &'o [Op], mut needed: HashSet<ValueId>) -> Option<Vec<&'o Op>> {
-        let mut slice = Vec::new();
-        for op in before.iter().rev() {
-            if !op.results.iter().any(|r| needed.contains(r)) {
-                continue;
-            }
-            let scalar = op.results.iter().all(|&r| self.func.values[r].is_scalar());
-            if !scalar || !op.kind.bodies().is_empty() {
-                return None;
-            }
-            needed.extend(op.kind.operands());
-            slice.push(op);
-        }
-        slice.reverse();
-        Some(slice)
     }
 
     /// A producer role's work: for every block this one takes, the scalar

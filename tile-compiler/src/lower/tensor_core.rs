@@ -5,6 +5,7 @@ use super::{Lower, Operand};
 use crate::dtype::DType;
 use crate::ir::*;
 use crate::layout::Layout;
+use crate::plan::scratch::operand_tile;
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
@@ -109,20 +110,14 @@ impl Lower<'_> {
     /// Moves a 16-bit operand tile from a layout with 16-byte runs into its
     /// `mma` fragment layout: vector stores into swizzled shared memory, then
     /// `ldmatrix` (transposing where the fragment pairs run across the stored
-    /// rows). `None` when the source has no such runs.
-    pub(super) fn stage_operand(&mut self, arg: ValueId, result: ValueId, role: Operand) -> Option<Vec<String>> {
+    /// rows); the source has such runs ([`operand_tile`]).
+    pub(super) fn stage_operand(&mut self, arg: ValueId, result: ValueId, role: Operand) -> Vec<String> {
         let (la, lb) = (self.layout(arg), self.layout(result));
         let eb = self.dtype(arg).bytes();
         let vec = 16 / eb;
         // The stored orientation: rows run along the source's contiguous dimension.
-        let contiguous = (0..2).find(|&d| la.contiguous_run(d) >= vec)?;
+        let (contiguous, sw) = operand_tile(la, lb, eb).expect("planned");
         let other = 1 - contiguous;
-        let (rows, cols) = (lb.shape[other], lb.shape[contiguous]);
-        let sw = Swizzle {
-            rows,
-            row_bytes: cols * eb,
-        };
-        self.shared_bytes = self.shared_bytes.max(rows * cols * eb);
         let base = self.scratch_base();
 
         // Stores: one 16-byte chunk of consecutive elements at a time.
@@ -151,7 +146,7 @@ impl Lower<'_> {
         self.barrier();
 
         self.read_fragments(&base, lb, (contiguous, eb), role)
-            .or_else(|| Some(self.read_elements(&base, lb, contiguous)))
+            .unwrap_or_else(|| self.read_elements(&base, lb, contiguous))
     }
 
     /// Reads a 32-bit operand in layout `lb` element by element from a
@@ -384,19 +379,6 @@ impl Lower<'_> {
                     .collect()
             }
         };
-        // What a K-step holds live, for the occupancy the kernel declares
-        // ([`super::blocks_per_sm`]).
-        let packed = |frag: Fragment| if tf32 { frag.len() } else { frag.len() / 2 };
-        let step_registers = tm / 16 * packed(a_frag) + tn / 8 * packed(b_frag);
-        // Operands not read from a pipeline's stage a K-step at a time are
-        // held whole: computed in the loop, or loaded before it (attention's
-        // queries).
-        let held: usize = [(a, &ra), (b, &rb)]
-            .iter()
-            .filter(|(v, _)| !self.staged_reads.contains_key(v))
-            .map(|(_, r)| if tf32 { r.len() } else { r.len() / 2 })
-            .sum();
-        self.mma_live_registers += out.len() + 2 * step_registers + held;
         let shape = if tf32 { "m16n8k8" } else { "m16n8k16" };
         let ty = arith_type(if tf32 { DType::F32 } else { dtype });
         let ty = if tf32 { "tf32" } else { ty };

@@ -17,56 +17,29 @@ use super::Lower;
 use super::convert::SharedTile;
 use super::tma::TensorMap;
 use crate::ir::*;
+use crate::plan::scratch::TmaStore;
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 
 impl Lower<'_> {
     /// Stores `value` at tile `index` of tensor `t` through TMA, and returns
-    /// true; false, having emitted nothing, when it cannot: outside a
-    /// warp-specialized kernel, a tensor not aligned for vectors (the
-    /// launcher then picks another variant) or read by the kernel too
-    /// (its loads would not see the copies), a tile converted into 16-byte
-    /// runs for the store (a 16-bit accumulator: staged once already, it
-    /// stores whole sectors), rows under 16 bytes or more than a TMA box
-    /// holds (256), more than one dimension but the last longer than 1, or
-    /// a layout whose threads split more columns than a 128-byte panel holds.
+    /// true; false, having emitted nothing, when the plan stores it
+    /// otherwise ([`TmaStore::of`] says when it can go this way).
     ///
     /// The tile goes a panel at a time, so that its scratch is one panel's
     /// rows (16 KiB for 128 rows of f32, which leave a 128x128x32 tf32
     /// pipeline its six stages), and every thread holds a part of each.
-    /// Measured and dropped (H100): two buffers, the next panel written
-    /// while the last one's copy reads the other, gained nothing for one
-    /// team and cost two teams a stage; an accumulator `wgmma` computes
-    /// transposed (`a @ b` in tf32), whose threads split more columns,
-    /// stored in pieces of fewer rows, lost 3% against its stores from
-    /// registers.
     pub(super) fn tma_store(&mut self, t: usize, index: &[ValueId], value: ValueId) -> bool {
-        let Some(team_threads) = self.roles.as_ref().map(|r| r.consumers / r.teams) else {
+        let Some(&TmaStore { rows, line, inner }) = self.plan.tma_stores.get(&(t, value)) else {
             return false;
         };
-        if !self.vectorized.contains(&t) || reads(&self.func.body, t) || converted(&self.func.body, value) {
-            return false;
-        }
+        let roles = self.roles.as_ref().expect("TMA stores are warp-specialized");
+        let team_threads = roles.consumers / roles.teams;
         let l = self.layout(value);
         let eb = self.func.tensor(t).dtype.bytes();
         let rank = l.shape.len();
         let last = rank - 1;
-        let Some(rows_dim) = (0..last).rev().find(|&d| l.shape[d] > 1).or(last.checked_sub(1)) else {
-            return false;
-        };
-        let (cols, rows) = (l.shape[last], l.shape[rows_dim]);
-        let line = (cols * eb).min(128);
-        let inner = line / eb;
-        let threads_split_panels = l
-            .lane
-            .iter()
-            .chain(&l.warp)
-            .flatten()
-            .any(|&(d, b)| d == last && 1 << b >= inner);
-        let one_row_dim = (0..last).all(|d| d == rows_dim || l.shape[d] == 1);
-        if line < 16 || rows > 256 || !one_row_dim || threads_split_panels {
-            return false;
-        }
+        let cols = l.shape[last];
         self.vector_accessed.insert(t);
         let mut panel = l.shape.clone();
         panel[last] = inner;
@@ -76,7 +49,6 @@ impl Lower<'_> {
             swizzle: Swizzle { rows, row_bytes: line },
             dropped: &[],
         };
-        self.shared_bytes = self.shared_bytes.max(rows * line);
         let box_dims = std::iter::once(inner as u32)
             .chain(panel[..last].iter().rev().map(|&n| n as u32))
             .collect();
@@ -130,18 +102,4 @@ impl Lower<'_> {
         }
         true
     }
-}
-
-/// Whether `ops` load or gather from tensor `t`.
-fn reads(ops: &[Op], t: usize) -> bool {
-    all_ops(ops)
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::Load { tensor, .. } | OpKind::Gather { tensor, .. } if tensor == t))
-}
-
-/// Whether `v` is the result of a layout conversion in `ops`.
-fn converted(ops: &[Op], v: ValueId) -> bool {
-    all_ops(ops)
-        .iter()
-        .any(|op| matches!(op.kind, OpKind::Convert(_)) && op.results.contains(&v))
 }

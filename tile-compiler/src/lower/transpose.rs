@@ -19,10 +19,10 @@
 
 use super::Lower;
 use super::pipeline::Plan;
-use super::specialize::PRODUCER_THREADS;
 use super::tma::StageBarrier;
 use crate::ir::ValueId;
 use crate::plan::pipeline::TRANSPOSE_BLOCK as BLOCK;
+use crate::plan::specialize::PRODUCER_THREADS;
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
 

@@ -18,11 +18,10 @@
 
 use super::convert::SharedTile;
 use super::tensor_core::{ACC, HALF_A};
-use super::{Lower, MmaPath, Operand};
+use super::{Lower, Operand};
 use crate::dtype::DType;
-use crate::ir::{Op, OpKind, ValueId, all_ops, defined_in};
+use crate::ir::ValueId;
 use crate::layout::{Bit, Layout, wgmma_warpgroups};
-use crate::plan::pipeline::{STAGED_TILE_ALIGN, uses};
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::{RegClass, arith_type};
 use std::collections::HashMap;
@@ -137,7 +136,7 @@ impl Lower<'_> {
         // begins. Any other accumulator (a fresh `zeros`, `acc * alpha`)
         // is copied into registers of its own and awaited at once: what
         // follows reads the result.
-        let in_place = self.in_place.get(&result) == Some(&acc);
+        let in_place = self.plan.in_place.get(&result) == Some(&acc);
         let dtype = self.dtype(a);
         if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32) {
             return Err("wgmma takes 16-bit or f32 (tf32) operands");
@@ -232,13 +231,6 @@ impl Lower<'_> {
             HashMap::new()
         };
 
-        // What the loop holds live, for the occupancy a kernel that is not
-        // warp-specialized declares ([`super::blocks_per_sm`]): the
-        // accumulator (twice when fresh: the tile computed from the result,
-        // attention's exponentials, is live beside it) and `a` from registers.
-        let results = if in_place { 1 } else { 2 };
-        self.mma_live_registers +=
-            results * self.regs_of(acc).len() + if register_a { self.regs_of(a).len() / 2 } else { 0 };
         let lc = self.layout(acc);
         let index = lc.reg_index();
         let out: Vec<String> = if in_place {
@@ -432,11 +424,14 @@ impl Lower<'_> {
     /// release) miscompiled it when the body branches (the mask's `if`): it
     /// gave its registers to a tile computed later in the body, so the
     /// next iteration's product read that tile (wrong rows on an H100).
-    /// An operand whose conversion was not emitted ([`Lower::staged_once`])
+    /// An operand whose conversion was not emitted
+    /// ([`Conversion::StoredUnconverted`](crate::plan::scratch::Conversion))
     /// is stored from the tile it converts, as that tile's registers lie.
-    pub(super) fn stage_invariant_operands(&mut self, body: &[Op]) {
+    /// The operands and their places are the plan's, for loop `var`.
+    pub(super) fn stage_invariant_operands(&mut self, var: ValueId) {
         let mut stored = false;
-        for a in self.invariant_a_operands(body) {
+        let operands = self.plan.invariant.get(&var).cloned().unwrap_or_default();
+        for (a, offset) in operands {
             let l = self.layout(a).clone();
             let (m, k) = (l.shape[0], l.shape[1]);
             let eb = self.dtype(a).bytes();
@@ -444,8 +439,6 @@ impl Lower<'_> {
                 rows: m,
                 row_bytes: k * eb,
             };
-            let offset = self.dynamic_shared.next_multiple_of(STAGED_TILE_ALIGN);
-            self.dynamic_shared = offset + m * k * eb;
             let base = self.dynamic_address(offset, None);
             if let Some(&source) = self.stored_unconverted.get(&a) {
                 // As loaded, in the widest accesses its registers allow.
@@ -477,63 +470,6 @@ impl Lower<'_> {
             self.emit("fence.proxy.async.shared::cta;");
             self.barrier();
         }
-    }
-
-    /// The loop-invariant 16-bit `a` operands of the `mma`s in loop `body`
-    /// in `wgmma`'s A fragment (the layout pass chose it) with rows of 32
-    /// bytes or more: the ones [`Lower::stage_invariant_operands`] stores.
-    fn invariant_a_operands(&self, body: &[Op]) -> Vec<ValueId> {
-        if self.path != MmaPath::Wgmma {
-            return Vec::new();
-        }
-        let inside = defined_in(body);
-        let mut found = Vec::new();
-        for op in all_ops(body) {
-            let OpKind::Mma { a, b, .. } = op.kind else {
-                continue;
-            };
-            let l = self.layout(a);
-            let (m, k, n) = (l.shape[0], l.shape[1], self.layout(b).shape[1]);
-            let sw = Swizzle {
-                rows: m,
-                row_bytes: k * self.dtype(a).bytes(),
-            };
-            let fragment = Layout::wgmma_a(m, k, n, self.func.num_warps).as_ref() == Some(l);
-            if !inside.contains(&a)
-                && !self.staged_reads.contains_key(&a)
-                && !found.contains(&a)
-                && fragment
-                && sw.line_bytes() >= 32
-            {
-                found.push(a);
-            }
-        }
-        found
-    }
-
-    /// The tile a top-level conversion `result` converts, when `result` is
-    /// one of a later loop's invariant `a` operands and nothing else: then
-    /// [`Lower::stage_invariant_operands`] stores that tile as it is,
-    /// swizzled, and the conversion (a round trip through the scratch area)
-    /// is not emitted; the stores then also come after the loop's first
-    /// copies are issued, so the tile's own load overlaps them.
-    pub(super) fn staged_once(&self, result: ValueId) -> Option<ValueId> {
-        let body = &self.func.body;
-        let source = body.iter().find_map(|op| match op.kind {
-            OpKind::Convert(arg) if op.results.first() == Some(&result) => Some(arg),
-            _ => None,
-        })?;
-        let in_loop = body.iter().find_map(|op| match &op.kind {
-            OpKind::For { body: inner, .. } if self.invariant_a_operands(inner).contains(&result) => Some(inner),
-            _ => None,
-        })?;
-        let as_a = all_ops(in_loop)
-            .iter()
-            .filter(|op| matches!(op.kind, OpKind::Mma { a, .. } if a == result))
-            .count();
-        let writable = *self.layout(source).shape.last()? * self.dtype(source).bytes() >= 16;
-        (writable && as_a == uses(body, result) && self.layout(source).shape == self.layout(result).shape)
-            .then_some(source)
     }
 
     /// Stores `a`'s `wgmma` A fragment at `base`, swizzled by `sw`: each

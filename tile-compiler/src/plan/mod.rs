@@ -6,12 +6,19 @@
 //! a [`Plan`], is what lowering follows: lowering emits, it does not
 //! decide.
 
+pub mod memory;
 pub mod pipeline;
+pub mod scratch;
+pub mod specialize;
 pub mod swizzle;
 
 use crate::dtype::DType;
 use crate::ir::{ConstVal, Func, Op, OpKind, ValueId};
 use crate::layout::{Layout, Layouts, MmaPath};
+use memory::ScratchAt;
+use pipeline::LoopPlan;
+use scratch::{Conversion, TmaStore};
+use specialize::Specialization;
 use std::collections::{HashMap, HashSet};
 
 /// Which operand of an `mma` a value is.
@@ -112,4 +119,49 @@ impl<'a> Context<'a> {
             }
         }
     }
+}
+
+/// A pipelined loop's plan and where its stages and mbarriers lie in
+/// dynamic shared memory.
+#[derive(Clone)]
+pub struct Placed {
+    pub plan: LoopPlan,
+    /// Offset of the stages.
+    pub buffer: usize,
+    /// Offset of the mbarriers (TMA), after the stages.
+    pub barriers: usize,
+}
+
+/// Everything decided for one variant before it is lowered.
+pub struct Plan {
+    /// Warp specialization, when the kernel has it (its loop is in `loops` too).
+    pub specialization: Option<Specialization>,
+    /// The pipelined loops, by loop variable.
+    pub loops: HashMap<ValueId, Placed>,
+    /// Per loop (by variable), the loop-invariant `wgmma` A operands stored
+    /// once before it, each with its offset in dynamic shared memory.
+    pub invariant: HashMap<ValueId, Vec<(ValueId, usize)>>,
+    /// How each layout conversion moves its tile, by result.
+    pub conversions: HashMap<ValueId, Conversion>,
+    /// The stores that go through TMA, by tensor and stored value.
+    pub tma_stores: HashMap<(usize, ValueId), TmaStore>,
+    /// `mma` results that update their accumulator's registers in place
+    /// (result -> accumulator): a tile the loop carries and only that
+    /// `mma` updates.
+    pub in_place: HashMap<ValueId, ValueId>,
+    /// The tensors the pipelines copy, sorted.
+    pub pipelined: Vec<usize>,
+    /// Where the scratch area lives, and with ping-pong consumers the bytes
+    /// of each team's part.
+    pub scratch_at: ScratchAt,
+    pub team_scratch: Option<usize>,
+    /// Static and dynamic shared memory of a block, and its threads.
+    pub static_bytes: usize,
+    pub dynamic_bytes: usize,
+    pub threads: u32,
+    /// The blocks per SM the entry declares (`.minnctapersm`), if any.
+    pub min_blocks: Option<u32>,
+    /// Two tiles per persistent block (the portable path): the bytes of
+    /// dynamic shared memory each of its two teams owns.
+    pub persistent_teams: Option<usize>,
 }
