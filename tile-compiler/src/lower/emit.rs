@@ -1,7 +1,7 @@
 //! The emitter: the lowering's state (registers handed out, values' registers,
 //! the prologue and body text) and the helpers every op family uses.
 
-use super::{MmaPath, Operand, TensorMap, specialize, twins, wgmma};
+use super::{MmaPath, Operand, TensorMap, specialize, twins};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::*;
@@ -31,10 +31,6 @@ pub(super) struct Lower<'a> {
     pub(super) plan: &'a Plan,
     pub(super) func: &'a Func,
     pub(super) path: MmaPath,
-    /// Why an `mma` could not take the `wgmma` path (that variant is dropped).
-    pub(super) no_wgmma: Option<wgmma::Unsupported>,
-    /// `mma`s lowered to `wgmma`.
-    pub(super) wgmma_count: usize,
     /// `wgmma` groups an iteration of the current pipelined loop leaves running.
     pub(super) wgmma_in_flight: usize,
     /// Tensor maps the TMA copies use, with the register holding each one's address.

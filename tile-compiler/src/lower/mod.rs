@@ -82,7 +82,7 @@ pub fn lower(
 ) -> Result<Lowered> {
     let cx = Context::new(func, layouts, vectorized, MmaPath::Portable, num_stages);
     let plan = place(&cx, None, false)?;
-    lower_with(&cx, &plan, entry_name).map(|(lowered, _)| lowered)
+    lower_with(&cx, &plan, entry_name)
 }
 
 /// Lowers one specialization (as [`lower`]) to run as two tiles per block
@@ -103,7 +103,7 @@ pub fn lower_twins(
     if plan.persistent_teams.is_none() {
         return Ok(None);
     }
-    lower_with(&cx, &plan, entry_name).map(|(lowered, _)| Some(lowered))
+    lower_with(&cx, &plan, entry_name).map(Some)
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
@@ -122,26 +122,19 @@ pub fn lower_wgmma(
 ) -> Result<Option<Lowered>> {
     let cx = Context::new(func, layouts, vectorized, MmaPath::Wgmma, num_stages);
     let plan = place(&cx, Some((true, pairs)), false)?;
-    let (lowered, l) = lower_with(&cx, &plan, entry_name)?;
-    Ok((l.no_wgmma.is_none() && l.wgmma_count > 0).then_some(lowered))
-}
-
-/// What the lowering found: why the `wgmma` path could not be taken and
-/// how many `mma`s took it.
-struct Report {
-    no_wgmma: Option<wgmma::Unsupported>,
-    wgmma_count: usize,
+    if plan.unsupported.is_some() || plan.products.is_empty() {
+        return Ok(None);
+    }
+    lower_with(&cx, &plan, entry_name).map(Some)
 }
 
 /// Lowers the variant of `cx` as `plan` says, once.
-fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<(Lowered, Report)> {
+fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<Lowered> {
     let func = cx.func;
     let mut l = Lower {
         cx,
         plan,
         path: cx.path,
-        no_wgmma: None,
-        wgmma_count: 0,
         wgmma_in_flight: 0,
         tensor_maps: Vec::new(),
         tma_params: Vec::new(),
@@ -206,22 +199,16 @@ fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<(Lowered, R
         .map(|(m, _)| m.param)
         .filter(|p| !l.vector_accessed.contains(p))
         .collect::<BTreeSet<usize>>();
-    Ok((
-        Lowered {
-            text,
-            shared_bytes: plan.static_bytes,
-            dynamic_shared_bytes: plan.dynamic_bytes,
-            threads: plan.threads,
-            tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),
-            persistent,
-            cluster: cluster.unwrap_or(1),
-            pipelined: plan.pipelined.clone(),
-            ping_pong: plan.specialization.as_ref().is_some_and(|s| s.teams > 1),
-            tma_only: tma_only.into_iter().collect(),
-        },
-        Report {
-            no_wgmma: l.no_wgmma,
-            wgmma_count: l.wgmma_count,
-        },
-    ))
+    Ok(Lowered {
+        text,
+        shared_bytes: plan.static_bytes,
+        dynamic_shared_bytes: plan.dynamic_bytes,
+        threads: plan.threads,
+        tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),
+        persistent,
+        cluster: cluster.unwrap_or(1),
+        pipelined: plan.pipelined.clone(),
+        ping_pong: plan.specialization.as_ref().is_some_and(|s| s.teams > 1),
+        tma_only: tma_only.into_iter().collect(),
+    })
 }

@@ -9,11 +9,12 @@
 use super::pipeline::{LoopPlan, STAGED_TILE_ALIGN, plan_loop, uses};
 use super::scratch::{Conversion, TmaStore, invariant_a_operands, reduction_bytes};
 use super::specialize::{PRODUCER_THREADS, Specialization};
+use super::wgmma::{Product, Unsupported};
 use super::{Context, Placed, Plan};
 use crate::dtype::DType;
 use crate::ir::*;
-use crate::layout::{Layout, MmaPath};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use crate::layout::MmaPath;
+use std::collections::{BTreeSet, HashMap};
 
 /// Static shared memory a kernel may declare.
 pub const MAX_SHARED_BYTES: usize = 48 * 1024;
@@ -103,8 +104,12 @@ struct Footprint {
     scratch_after: Option<Option<usize>>,
     /// The tensors the pipelines copy.
     pipelined: BTreeSet<usize>,
-    /// Values read from stages (staged conversions, operands stored once).
-    staged: HashSet<ValueId>,
+    /// Values read from shared memory (staged conversions, operands stored
+    /// once), with the operand dimension their stored rows run along.
+    staged: HashMap<ValueId, usize>,
+    /// How each `mma` runs on `wgmma`, by result, and why one cannot.
+    products: HashMap<ValueId, Product>,
+    unsupported: Option<Unsupported>,
     /// Registers a thread's products hold live, and its copies' addresses.
     mma_live_registers: usize,
     copy_registers: usize,
@@ -237,6 +242,8 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent_teams: b
             conversions: fp.conversions,
             tma_stores: fp.tma_stores,
             in_place: fp.in_place,
+            products: fp.products,
+            unsupported: fp.unsupported,
             pipelined: fp.pipelined.into_iter().collect(),
             scratch_at,
             team_scratch: how.team_scratch,
@@ -264,7 +271,9 @@ fn walk(cx: &Context, specialize: Option<(bool, bool)>, stage_budget: Option<usi
         pipelines: (0, 0),
         scratch_after: None,
         pipelined: BTreeSet::new(),
-        staged: HashSet::new(),
+        staged: HashMap::new(),
+        products: HashMap::new(),
+        unsupported: None,
         mma_live_registers: 0,
         copy_registers: 0,
     };
@@ -317,7 +326,7 @@ impl Footprint {
         match &op.kind {
             OpKind::Convert(arg) => {
                 let result = op.results[0];
-                let (kind, bytes) = Conversion::of(cx, *arg, result, self.staged.contains(&result));
+                let (kind, bytes) = Conversion::of(cx, *arg, result, self.staged.contains_key(&result));
                 if bytes > 0 {
                     self.scratch_use(bytes);
                 }
@@ -377,21 +386,22 @@ impl Footprint {
                     }
                 }
                 let stored = self.staged.clone();
-                let invariant = invariant_a_operands(cx, body, &|a| stored.contains(&a));
+                let invariant = invariant_a_operands(cx, body, &|a| stored.contains_key(&a));
                 if !invariant.is_empty() {
                     let mut placed = Vec::new();
                     for a in invariant {
                         let l = cx.layout(a);
                         let offset = self.dynamic.next_multiple_of(STAGED_TILE_ALIGN);
                         self.dynamic = offset + l.shape[0] * l.shape[1] * cx.dtype(a).bytes();
-                        self.staged.insert(a);
+                        self.staged.insert(a, 1);
                         placed.push((a, offset));
                     }
                     self.invariant.insert(*var, placed);
                 }
                 if let Some(plan) = &plan {
                     for s in &plan.staged {
-                        self.staged.insert(s.convert);
+                        let contiguous = if s.transposed { s.role.k_dim() } else { s.contiguous };
+                        self.staged.insert(s.convert, contiguous);
                         self.pipelined.insert(s.tensor);
                     }
                 }
@@ -429,22 +439,28 @@ impl Footprint {
                 let step_registers = tm / 16 * 4 + tn / 8 * 2;
                 let held: usize = [a, b]
                     .iter()
-                    .filter(|v| !self.staged.contains(v))
+                    .filter(|v| !self.staged.contains_key(v))
                     .map(|&v| if tf32 { regs(v) } else { regs(v) / 2 })
                     .sum();
                 self.mma_live_registers += regs(acc) + 2 * step_registers + held;
             }
             MmaPath::Wgmma => {
-                if cx.register_b.contains(&b) {
-                    return;
-                }
                 let in_place = self.in_place.get(&result) == Some(&acc);
-                let la = cx.layout(a);
-                let (m, k, n) = (la.shape[0], la.shape[1], cx.layout(b).shape[1]);
-                let register_a =
-                    !self.staged.contains(&a) && Layout::wgmma_a(m, k, n, cx.func.num_warps).as_ref() == Some(la);
-                let results = if in_place { 1 } else { 2 };
-                self.mma_live_registers += results * regs(acc) + if register_a { regs(a) / 2 } else { 0 };
+                let staged = &self.staged;
+                match Product::of(cx, (a, b), &|v| staged.get(&v).copied(), in_place) {
+                    Ok(product) => {
+                        let direct = matches!(product, Product::Direct { .. });
+                        if direct {
+                            let results = if in_place { 1 } else { 2 };
+                            let a_registers = if product.register_a() { regs(a) / 2 } else { 0 };
+                            self.mma_live_registers += results * regs(acc) + a_registers;
+                        }
+                        self.products.insert(result, product);
+                    }
+                    Err(reason) => {
+                        self.unsupported.get_or_insert(reason);
+                    }
+                }
             }
         }
     }

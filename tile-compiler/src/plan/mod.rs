@@ -11,6 +11,7 @@ pub mod pipeline;
 pub mod scratch;
 pub mod specialize;
 pub mod swizzle;
+pub mod wgmma;
 
 use crate::dtype::DType;
 use crate::ir::{ConstVal, Func, Op, OpKind, ValueId};
@@ -149,6 +150,10 @@ pub struct Plan {
     /// (result -> accumulator): a tile the loop carries and only that
     /// `mma` updates.
     pub in_place: HashMap<ValueId, ValueId>,
+    /// How each `mma` runs on `wgmma` (the `wgmma` path), by result.
+    pub products: HashMap<ValueId, wgmma::Product>,
+    /// Why an `mma` cannot take the `wgmma` path: the variant is not built.
+    pub unsupported: Option<wgmma::Unsupported>,
     /// The tensors the pipelines copy, sorted.
     pub pipelined: Vec<usize>,
     /// Where the scratch area lives, and with ping-pong consumers the bytes

@@ -10,6 +10,7 @@
 /// This is exactly the hardware's 128/64/32-byte swizzle (CUTLASS's
 /// `Swizzle<3|2|1, 4, 3>`) on a 1024-byte-aligned tile, which `wgmma`
 /// descriptors and TMA name by mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Swizzle {
     pub rows: usize,
     pub row_bytes: usize,
