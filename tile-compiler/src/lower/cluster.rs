@@ -129,12 +129,12 @@ impl Lower<'_> {
     /// Producer, for each block: the scalar ops `slice` (the loop's bounds
     /// and tile indices), first for the pair's other block and then for this
     /// one, and per staged tile whether the two load it alike.
-    pub(super) fn pair_tiles(&mut self, plan: &Plan, slice: &[&Op]) -> crate::error::Result<()> {
+    pub(super) fn pair_tiles(&mut self, plan: &Plan, slice: &[&Op]) {
         let block = self.roles.as_ref().expect("roles").block.clone();
         let (other, exists) = self.other_block(&block);
         self.roles.as_mut().expect("roles").block = other;
         for op in slice {
-            self.op(op)?;
+            self.op(op);
         }
         let mut theirs: Vec<Vec<Option<String>>> = Vec::new();
         for s in &plan.staged {
@@ -147,7 +147,7 @@ impl Lower<'_> {
         }
         self.roles.as_mut().expect("roles").block = block;
         for op in slice {
-            self.op(op)?;
+            self.op(op);
         }
         let shared = self.clustered().expect("a cluster").shared.clone();
         for ((s, theirs), alike) in plan.staged.iter().zip(theirs).zip(shared) {
@@ -159,7 +159,6 @@ impl Lower<'_> {
                 self.emit(format!("and.pred {alike}, {alike}, {same};"));
             }
         }
-        Ok(())
     }
 
     /// Every thread of both blocks: `release` orders this block's earlier

@@ -4,15 +4,14 @@
 use super::MmaPath;
 use super::emit::*;
 use crate::dtype::DType;
-use crate::error::Result;
 use crate::ir::*;
 use crate::ptx::RegClass;
 
 impl Lower<'_> {
-    pub(super) fn op(&mut self, op: &Op) -> Result<()> {
+    pub(super) fn op(&mut self, op: &Op) {
         let r = op.results.first().copied();
         if r.is_some_and(|r| self.skip.contains(&r)) {
-            return Ok(());
+            return;
         }
         let out: Vec<String> = match &op.kind {
             OpKind::ScalarParam(i) => {
@@ -103,8 +102,8 @@ impl Lower<'_> {
                 body,
                 yields,
             } => {
-                self.for_loop(*lo, *hi, *var, inits, args, body, yields, &op.results)?;
-                return Ok(());
+                self.for_loop(*lo, *hi, *var, inits, args, body, yields, &op.results);
+                return;
             }
             OpKind::If {
                 cond,
@@ -113,14 +112,13 @@ impl Lower<'_> {
                 else_body,
                 else_yields,
             } => {
-                self.if_op(*cond, then_body, then_yields, else_body, else_yields, &op.results)?;
-                return Ok(());
+                self.if_op(*cond, then_body, then_yields, else_body, else_yields, &op.results);
+                return;
             }
         };
         if let Some(r) = r {
             self.vals.insert(r, out);
         }
-        Ok(())
     }
 
     // ---- control flow -------------------------------------------------------------
@@ -140,7 +138,7 @@ impl Lower<'_> {
         body: &[Op],
         yields: &[ValueId],
         results: &[ValueId],
-    ) -> Result<()> {
+    ) {
         let mut carried = Vec::new();
         for (&init, &arg) in inits.iter().zip(args) {
             let class = self.classes(arg);
@@ -167,7 +165,7 @@ impl Lower<'_> {
         if let Some(plan) = &plan {
             self.pipeline_step(plan, &i, &self.scalar(hi));
         }
-        self.ops(body)?;
+        self.ops(body);
         if let Some(plan) = &plan {
             self.pipeline_advance(plan);
         }
@@ -197,7 +195,6 @@ impl Lower<'_> {
         for (&r, regs) in results.iter().zip(carried) {
             self.vals.insert(r, regs);
         }
-        Ok(())
     }
 
     pub(super) fn if_op(
@@ -208,7 +205,7 @@ impl Lower<'_> {
         else_body: &[Op],
         else_yields: &[ValueId],
         results: &[ValueId],
-    ) -> Result<()> {
+    ) {
         let outs: Vec<(RegClass, Vec<String>)> = results
             .iter()
             .map(|&r| {
@@ -224,7 +221,7 @@ impl Lower<'_> {
         let (els, end) = (self.label("else"), self.label("endif"));
         self.emit(format!("@!{} bra {els};", self.scalar(cond)));
         for (body, yields, label) in [(then_body, then_yields, Some(&end)), (else_body, else_yields, None)] {
-            self.ops(body)?;
+            self.ops(body);
             for ((class, regs), &y) in outs.iter().zip(yields) {
                 let src = self.regs_of(y);
                 for (d, s) in regs.iter().zip(&src) {
@@ -240,6 +237,5 @@ impl Lower<'_> {
         for (&r, (_, regs)) in results.iter().zip(outs) {
             self.vals.insert(r, regs);
         }
-        Ok(())
     }
 }

@@ -3,7 +3,6 @@
 
 use super::{MmaPath, Operand, TensorMap, specialize, twins};
 use crate::dtype::DType;
-use crate::error::Result;
 use crate::ir::*;
 use crate::layout::{Bit, Layout, Layouts};
 use crate::plan::memory::ScratchAt;
@@ -432,11 +431,10 @@ impl<'a> Lower<'a> {
 
     // ---- ops ------------------------------------------------------------------
 
-    pub(super) fn ops(&mut self, ops: &[Op]) -> Result<()> {
+    pub(super) fn ops(&mut self, ops: &[Op]) {
         for op in ops {
-            self.op(op)?;
+            self.op(op);
         }
-        Ok(())
     }
 
     pub(super) fn regs_of(&self, v: ValueId) -> Vec<String> {

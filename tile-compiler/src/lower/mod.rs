@@ -82,7 +82,7 @@ pub fn lower(
 ) -> Result<Lowered> {
     let cx = Context::new(func, layouts, vectorized, MmaPath::Portable, num_stages);
     let plan = place(&cx, None, false)?;
-    lower_with(&cx, &plan, entry_name)
+    Ok(lower_with(&cx, &plan, entry_name))
 }
 
 /// Lowers one specialization (as [`lower`]) to run as two tiles per block
@@ -103,7 +103,7 @@ pub fn lower_twins(
     if plan.persistent_teams.is_none() {
         return Ok(None);
     }
-    lower_with(&cx, &plan, entry_name).map(Some)
+    Ok(Some(lower_with(&cx, &plan, entry_name)))
 }
 
 /// Lowers one specialization with its `mma`s on `wgmma` (layouts from
@@ -125,11 +125,11 @@ pub fn lower_wgmma(
     if plan.unsupported.is_some() || plan.products.is_empty() {
         return Ok(None);
     }
-    lower_with(&cx, &plan, entry_name).map(Some)
+    Ok(Some(lower_with(&cx, &plan, entry_name)))
 }
 
 /// Lowers the variant of `cx` as `plan` says, once.
-fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<Lowered> {
+fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
     let func = cx.func;
     let mut l = Lower {
         cx,
@@ -165,11 +165,11 @@ fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<Lowered> {
     let mut params = l.params(entry_name);
     if let Some(team_bytes) = plan.persistent_teams {
         l.twins_prologue(team_bytes);
-        l.twins_body(&func.body)?;
+        l.twins_body(&func.body);
     }
-    let persistent = l.twins.is_some() || (cx.path == MmaPath::Wgmma && l.specialize(&func.body)?);
+    let persistent = l.twins.is_some() || (cx.path == MmaPath::Wgmma && l.specialize(&func.body));
     if !persistent {
-        l.ops(&func.body)?;
+        l.ops(&func.body);
     }
     params.append(&mut l.tma_params);
     params.extend(l.roles.as_ref().map(|r| r.grid_param.clone()));
@@ -199,7 +199,7 @@ fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<Lowered> {
         .map(|(m, _)| m.param)
         .filter(|p| !l.vector_accessed.contains(p))
         .collect::<BTreeSet<usize>>();
-    Ok(Lowered {
+    Lowered {
         text,
         shared_bytes: plan.static_bytes,
         dynamic_shared_bytes: plan.dynamic_bytes,
@@ -210,5 +210,5 @@ fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Result<Lowered> {
         pipelined: plan.pipelined.clone(),
         ping_pong: plan.specialization.as_ref().is_some_and(|s| s.teams > 1),
         tma_only: tma_only.into_iter().collect(),
-    })
+    }
 }

@@ -37,7 +37,6 @@ use super::cluster::Cluster;
 use super::pipeline::Plan;
 use super::tma::StageBarrier;
 use super::transpose::TRANSPOSER_THREADS;
-use crate::error::Result;
 use crate::ir::*;
 use crate::plan::memory::SM_REGISTERS;
 use crate::plan::specialize::PRODUCER_THREADS;
@@ -134,9 +133,9 @@ impl Lower<'_> {
     /// `mma` in one top-level loop that pipelines with TMA, whose bounds and
     /// copied tiles' indices come from scalar ops before it. Returns false,
     /// having emitted nothing, when it cannot.
-    pub(super) fn specialize(&mut self, body: &[Op]) -> Result<bool> {
+    pub(super) fn specialize(&mut self, body: &[Op]) -> bool {
         let Some(spec) = self.plan.specialization.clone() else {
-            return Ok(false);
+            return false;
         };
         let OpKind::For { lo, hi, .. } = &body[spec.at].kind else {
             unreachable!("the specialized loop")
@@ -229,9 +228,9 @@ impl Lower<'_> {
             l.ops(body)
         };
         if teams == 1 {
-            self.each_block(&block, compute)?;
+            self.each_block(&block, compute);
         } else {
-            self.each_turn(&block, &slice, &plan, (*lo, *hi), compute)?;
+            self.each_turn(&block, &slice, &plan, (*lo, *hi), compute);
         }
         if paired {
             // The partner's producer waits for this block's last stage too.
@@ -266,7 +265,7 @@ impl Lower<'_> {
         let empty_parity = self.reg(RegClass::B32);
         self.emit(format!("mov.b32 {}, 0;", plan.write_stage));
         self.emit(format!("mov.b32 {empty_parity}, 1;"));
-        self.producer_blocks(&block, &slice, |l| l.produce(&plan, *lo, *hi, &empty_parity))?;
+        self.producer_blocks(&block, &slice, |l| l.produce(&plan, *lo, *hi, &empty_parity));
         if plan.transposes() {
             self.emit(format!("bra {exit};"));
             self.emit(format!("{transposer}:"));
@@ -275,36 +274,35 @@ impl Lower<'_> {
             let blocks = self.transpose_blocks(&plan, &thread);
             self.emit(format!("mov.b32 {}, 0;", plan.read_stage));
             self.emit(format!("mov.b32 {}, 0;", plan.phase));
-            self.producer_blocks(&block, &slice, |l| l.transpose_stages(&plan, *lo, *hi, &blocks))?;
+            self.producer_blocks(&block, &slice, |l| l.transpose_stages(&plan, *lo, *hi, &blocks));
         }
         self.emit(format!("{exit}:"));
         if paired {
             self.cluster_barrier();
         }
-        Ok(true)
+        true
     }
 
     /// A producer role's work: for every block this one takes, the scalar
     /// ops `slice` (the loop's bounds and tile indices; in a cluster, the
     /// pair's other block's too), then `work`.
-    fn producer_blocks(&mut self, block: &str, slice: &[&Op], work: impl FnOnce(&mut Self)) -> Result<()> {
+    fn producer_blocks(&mut self, block: &str, slice: &[&Op], work: impl FnOnce(&mut Self)) {
         self.each_block(block, |l| {
             if l.roles.as_ref().is_some_and(|r| r.cluster.is_some()) {
                 let plan = l.roles.as_ref().expect("roles").plan.clone();
-                l.pair_tiles(&plan, slice)?;
+                l.pair_tiles(&plan, slice);
             } else {
                 for op in slice {
-                    l.op(op)?;
+                    l.op(op);
                 }
             }
             work(l);
-            Ok(())
         })
     }
 
     /// Runs `body` for every block of the launch this block takes: from
     /// `%ctaid.x` on, in steps of the blocks running (`%nctaid.x`).
-    fn each_block(&mut self, block: &str, body: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+    fn each_block(&mut self, block: &str, body: impl FnOnce(&mut Self)) {
         let (first, step) = (self.special("%ctaid.x"), self.special("%nctaid.x"));
         let grid = self.roles.as_ref().expect("roles").grid.clone();
         let (head, end, done) = (self.label("block"), self.label("blocks_done"), self.reg(RegClass::Pred));
@@ -312,11 +310,10 @@ impl Lower<'_> {
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
         self.emit(format!("@{done} bra {end};"));
-        body(self)?;
+        body(self);
         self.emit(format!("add.s32 {block}, {block}, {step};"));
         self.emit(format!("bra {head};"));
         self.emit(format!("{end}:"));
-        Ok(())
     }
 
     /// Two consumer teams' share of the blocks: team 1 (the second
@@ -330,8 +327,8 @@ impl Lower<'_> {
         slice: &[&Op],
         plan: &Plan,
         (lo, hi): (ValueId, ValueId),
-        body: impl FnOnce(&mut Self) -> Result<()>,
-    ) -> Result<()> {
+        body: impl FnOnce(&mut Self),
+    ) {
         let (first, step) = (self.special("%ctaid.x"), self.special("%nctaid.x"));
         let grid = self.roles.as_ref().expect("roles").grid.clone();
         let (head, end, done) = (self.label("block"), self.label("blocks_done"), self.reg(RegClass::Pred));
@@ -343,7 +340,7 @@ impl Lower<'_> {
             self.func.num_warps * 32
         ));
         self.emit(format!("@{team0} bra {head};"));
-        self.skip_block(block, slice, plan, (lo, hi))?;
+        self.skip_block(block, slice, plan, (lo, hi));
         self.emit(format!("add.s32 {block}, {block}, {step};"));
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
@@ -352,24 +349,23 @@ impl Lower<'_> {
         let (turn, first) = (team.turn.clone(), team.first.clone());
         self.emit(format!("@!{first} bar.sync {turn}, {};", 2 * self.func.num_warps * 32));
         self.emit(format!("setp.ne.u32 {first}, 0, 0;"));
-        body(self)?;
+        body(self);
         self.emit(format!("add.s32 {block}, {block}, {step};"));
-        self.skip_block(block, slice, plan, (lo, hi))?;
+        self.skip_block(block, slice, plan, (lo, hi));
         self.emit(format!("add.s32 {block}, {block}, {step};"));
         self.emit(format!("bra {head};"));
         self.emit(format!("{end}:"));
-        Ok(())
     }
 
     /// Moves the read stage (and its phase parity) on past the stages of
     /// block `block` (a register), if the launch has it: `hi - lo` of its loop.
-    fn skip_block(&mut self, block: &str, slice: &[&Op], plan: &Plan, (lo, hi): (ValueId, ValueId)) -> Result<()> {
+    fn skip_block(&mut self, block: &str, slice: &[&Op], plan: &Plan, (lo, hi): (ValueId, ValueId)) {
         let (skipped, past) = (self.label("skipped"), self.reg(RegClass::Pred));
         let grid = self.roles.as_ref().expect("roles").grid.clone();
         self.emit(format!("setp.ge.u32 {past}, {block}, {grid};"));
         self.emit(format!("@{past} bra {skipped};"));
         for op in slice {
-            self.op(op)?;
+            self.op(op);
         }
         let (lo, hi) = (self.scalar(lo), self.copy(RegClass::B32, &self.scalar(hi)));
         let (stage, wraps) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
@@ -381,7 +377,6 @@ impl Lower<'_> {
         self.emit(format!("and.b32 {wraps}, {wraps}, 1;"));
         self.emit(format!("xor.b32 {0}, {0}, {wraps};", plan.phase));
         self.emit(format!("{skipped}:"));
-        Ok(())
     }
 
     /// The producer's loop `lo..hi`: for each iteration, wait for the next

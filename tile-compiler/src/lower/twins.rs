@@ -17,7 +17,6 @@
 //! 99 KiB), so the runtime keeps the plain variant for those.
 
 use super::Lower;
-use crate::error::Result;
 use crate::ir::Op;
 use crate::ptx::{EntryParam, RegClass};
 
@@ -70,7 +69,7 @@ impl Lower<'_> {
     }
 
     /// The kernel body once per block of this team's share.
-    pub(super) fn twins_body(&mut self, body: &[Op]) -> Result<()> {
+    pub(super) fn twins_body(&mut self, body: &[Op]) {
         let twins = self.twins.as_ref().expect("twins");
         let (block, grid) = (twins.block.clone(), twins.grid.clone());
         let nctaid = self.special("%nctaid.x");
@@ -79,13 +78,12 @@ impl Lower<'_> {
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
         self.emit(format!("@{done} bra {end};"));
-        self.ops(body)?;
+        self.ops(body);
         // The team is done with its shared memory before the next block's
         // copies overwrite it.
         self.barrier();
         self.emit(format!("mad.lo.u32 {block}, {nctaid}, 2, {block};"));
         self.emit(format!("bra {head};"));
         self.emit(format!("{end}:"));
-        Ok(())
     }
 }
