@@ -216,7 +216,7 @@ pub fn entry(
         writeln!(
             s,
             "\t.shared .align {} .b8 smem[{shared_bytes}];",
-            crate::lower::SCRATCH_ALIGN
+            crate::plan::memory::SCRATCH_ALIGN
         )
         .expect("write");
     }

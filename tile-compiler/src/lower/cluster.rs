@@ -27,31 +27,10 @@
 //! whose mbarriers do not exist yet, and one at exit keeps a block's shared
 //! memory alive while its partner may still arrive on it.
 
-use super::Lower;
-use super::pipeline::Plan;
+use super::emit::Lower;
+use super::state::*;
 use crate::ir::*;
 use crate::ptx::RegClass;
-
-/// Blocks in a cluster.
-pub const CLUSTER_BLOCKS: u32 = 2;
-
-/// A clustered kernel's registers.
-pub(super) struct Cluster {
-    /// This block's rank in its cluster (0 or 1).
-    pub(super) rank: String,
-    /// Consumers: the block whose empty mbarriers also count this block's
-    /// releases of the stages of the block being computed: the other one
-    /// of the cluster, or this one when the pair's other block is past the
-    /// launch's end.
-    partner: String,
-    /// The same for the stage in `Roles::previous`.
-    pub(super) previous_partner: String,
-    /// Producer: per staged tile, whether the two blocks of the pair being
-    /// filled load it alike (each then copies half, multicast to both).
-    pub(super) shared: Vec<String>,
-    /// The multicast's destination blocks: both.
-    pub(super) mask: String,
-}
 
 impl Lower<'_> {
     /// The cluster's registers, set up in the prologue, for a plan staging
@@ -129,7 +108,7 @@ impl Lower<'_> {
     /// Producer, for each block: the scalar ops `slice` (the loop's bounds
     /// and tile indices), first for the pair's other block and then for this
     /// one, and per staged tile whether the two load it alike.
-    pub(super) fn pair_tiles(&mut self, plan: &Plan, slice: &[&Op]) {
+    pub(super) fn pair_tiles(&mut self, plan: &Pipeline, slice: &[&Op]) {
         let block = self.roles.as_ref().expect("roles").block.clone();
         let (other, exists) = self.other_block(&block);
         self.roles.as_mut().expect("roles").block = other;

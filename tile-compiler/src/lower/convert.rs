@@ -17,8 +17,9 @@
 //! block fits the 99 KiB an sm_120 GPU gives one (an f32 128x256 `mma`
 //! accumulator stored element by element would take 128 KiB).
 
+use super::MmaPath;
+use super::emit::Lower;
 use super::emit::{addr, flat};
-use super::{Lower, MmaPath};
 use crate::dtype::DType;
 use crate::ir::ValueId;
 use crate::layout::{Bit, Layout};

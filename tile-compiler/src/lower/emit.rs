@@ -1,24 +1,16 @@
 //! The emitter: the lowering's state (registers handed out, values' registers,
 //! the prologue and body text) and the helpers every op family uses.
 
-use super::{MmaPath, Operand, TensorMap, specialize, twins};
+use super::MmaPath;
+use super::state::*;
 use crate::dtype::DType;
 use crate::ir::*;
 use crate::layout::{Bit, Layout, Layouts};
+use crate::plan::Operand;
 use crate::plan::memory::ScratchAt;
 use crate::plan::{Context, Plan};
 use crate::ptx::{EntryParam, RegClass, Regs, arith_type, f32_imm};
 use std::collections::{BTreeSet, HashMap, HashSet};
-
-#[derive(Clone)]
-pub(super) struct TensorRegs {
-    pub(super) ptr: String,
-    pub(super) dims: Vec<String>,
-    pub(super) strides: Vec<String>,
-}
-
-/// Per-dimension thread coordinate registers; `None` is a constant 0.
-pub(super) type Coords = Vec<Option<String>>;
 
 /// What thread coordinates depend on: the lane and warp bits of a layout, and its rank.
 type ThreadBits = (Vec<Option<Bit>>, Vec<Option<Bit>>, usize);
@@ -37,9 +29,9 @@ pub(super) struct Lower<'a> {
     /// Their kernel parameters, declared after the regular ones.
     pub(super) tma_params: Vec<EntryParam>,
     /// Set when the kernel is warp-specialized and persistent.
-    pub(super) roles: Option<specialize::Roles>,
+    pub(super) roles: Option<Roles>,
     /// Set when a portable kernel runs two teams per block (see [`twins`]).
-    pub(super) twins: Option<twins::Twins>,
+    pub(super) twins: Option<Twins>,
     pub(super) entry: String,
     pub(super) layouts: &'a Layouts,
     /// The tensor parameters accessed with 16-byte vectors.
@@ -76,15 +68,6 @@ pub(super) struct Lower<'a> {
     /// halves: packing the same halves again ([`Lower::packed_word`]) is
     /// the word itself. Nothing writes a word or its halves after the split.
     pub(super) split_words: HashMap<(String, String), String>,
-}
-
-/// One global access: `width` consecutive registers from `first` at `[addr+imm]`.
-pub(super) struct Access {
-    pub(super) first: usize,
-    pub(super) width: usize,
-    pub(super) addr: String,
-    pub(super) imm: usize,
-    pub(super) pred: String,
 }
 
 pub(super) fn mov_type(class: RegClass) -> &'static str {
@@ -150,7 +133,7 @@ impl<'a> Lower<'a> {
                 let id = r
                     .team
                     .as_ref()
-                    .map_or(specialize::CONSUMER_BARRIER.to_string(), |t| t.barrier.clone());
+                    .map_or(CONSUMER_BARRIER.to_string(), |t| t.barrier.clone());
                 self.emit(format!("bar.sync {id}, {};", r.consumers / r.teams))
             }
         }

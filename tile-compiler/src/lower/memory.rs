@@ -2,6 +2,7 @@
 //! allows), gathers, scatters and one-element reads, all bounds-checked.
 
 use super::emit::*;
+use super::state::*;
 use crate::ir::*;
 use crate::layout::Layout;
 use crate::ptx::{RegClass, arith_type};

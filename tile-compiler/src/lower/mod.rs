@@ -23,6 +23,7 @@ mod memory;
 mod pipeline;
 mod reduce;
 mod specialize;
+mod state;
 mod tensor_core;
 mod tma;
 mod tma_store;
@@ -30,14 +31,12 @@ mod transpose;
 mod twins;
 mod wgmma;
 
-pub use cluster::CLUSTER_BLOCKS;
-pub use tma::TensorMap;
+pub use state::{CLUSTER_BLOCKS, TensorMap};
 
 pub use crate::layout::MmaPath;
-pub use crate::plan::memory::SCRATCH_ALIGN;
 use crate::plan::memory::place;
-use crate::plan::{Context, Operand, Plan};
-use emit::*;
+use crate::plan::{Context, Plan};
+use emit::Lower;
 
 /// A lowered kernel entry (module header not included).
 pub struct Lowered {

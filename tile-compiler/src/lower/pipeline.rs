@@ -6,83 +6,21 @@
 //! waits for its own tiles, starts the copies for `k + STAGES - 1`, and reads
 //! fragments with `ldmatrix` while those copies are in flight.
 
-use super::tma::StageBarrier;
-use super::{Lower, MmaPath, TensorRegs, addr};
+use super::MmaPath;
+use super::emit::{Lower, addr};
+use super::state::*;
 use crate::ir::*;
 use crate::layout::{Bit, Layout};
-use crate::plan::pipeline::{LoopPlan, Staged};
+use crate::plan::pipeline::Staged;
 use crate::ptx::RegClass;
 use std::collections::HashMap;
-
-/// A pipelined loop as lowering runs it: its plan, where its stages and
-/// mbarriers lie in dynamic shared memory, and the registers that track
-/// the stages.
-#[derive(Clone)]
-pub(super) struct Plan {
-    pub(super) plan: LoopPlan,
-    /// The mbarriers' offset in dynamic shared memory (TMA).
-    pub(super) barriers: usize,
-    /// The parity of the read stage's current mbarrier phase (TMA).
-    pub(super) phase: String,
-    /// Offset of the stages in dynamic shared memory.
-    buffer: usize,
-    pub(super) read_stage: String,
-    pub(super) write_stage: String,
-    /// Each staged tile's `cp.async` copies (set before the loop).
-    streams: Vec<CopyStream>,
-}
-
-impl std::ops::Deref for Plan {
-    type Target = LoopPlan;
-
-    fn deref(&self) -> &LoopPlan {
-        &self.plan
-    }
-}
-
-/// One thread's `cp.async` copies of a staged tile, carried from one
-/// iteration to the next: the first copy's global address and its
-/// position along the looped dimension move by a tile per iteration, every
-/// other copy is a loop-invariant step from the one before it, and the
-/// bounds along the dimensions the loop does not move are checked once,
-/// before the loop. (Recomputing each address from the tile index took
-/// twelve instructions a copy.)
-#[derive(Clone)]
-pub(super) struct CopyStream {
-    /// Global address of the first copy of the next tile to issue (b64).
-    next: String,
-    /// Bytes from one tile to the next (b64).
-    step: String,
-    /// The first copy's position along the looped dimension less that
-    /// dimension's size (b32): a copy `along` further is inside while
-    /// `below + along < 0`.
-    below: String,
-    /// The tile's size along the looped dimension: what `below` moves by.
-    extent: usize,
-    copies: Vec<StreamCopy>,
-}
-
-#[derive(Clone)]
-struct StreamCopy {
-    /// What takes the previous copy's row address to this one's (b64), if
-    /// the row differs.
-    advance: Option<String>,
-    /// Bytes past the row address (the contiguous last dimension).
-    imm: usize,
-    /// Position along the looped dimension past the first copy's.
-    along: usize,
-    /// Inside every dimension but the looped one (a predicate), where any.
-    inside: Option<String>,
-    /// Where it lands within the tile: a register and an immediate.
-    dst: (String, usize),
-}
 
 impl Lower<'_> {
     /// Loop `var`'s pipeline as planned, with the registers that track its
     /// stages; `None` when the loop is not pipelined.
-    pub(super) fn pipeline(&mut self, var: ValueId) -> Option<Plan> {
+    pub(super) fn pipeline(&mut self, var: ValueId) -> Option<Pipeline> {
         let placed = self.plan.loops.get(&var)?.clone();
-        Some(Plan {
+        Some(Pipeline {
             phase: self.reg(RegClass::B32),
             read_stage: self.reg(RegClass::B32),
             write_stage: self.reg(RegClass::B32),
@@ -94,7 +32,7 @@ impl Lower<'_> {
     }
 
     /// The shared address of stage `stage` (a register).
-    pub(super) fn stage_base(&mut self, plan: &Plan, stage: &str) -> String {
+    pub(super) fn stage_base(&mut self, plan: &Pipeline, stage: &str) -> String {
         self.dynamic_address(plan.buffer, Some((stage, plan.stage_bytes)))
     }
 
@@ -274,7 +212,7 @@ impl Lower<'_> {
     /// Copies the next tile of every stream into stage `stage` (a
     /// register), commits them, and moves the streams on by one tile.
     /// Copies outside the tensor are zero-filled.
-    fn issue_copies(&mut self, plan: &Plan, stage: &str) {
+    fn issue_copies(&mut self, plan: &Pipeline, stage: &str) {
         let base = self.stage_base(plan, stage);
         for (s, stream) in plan.staged.iter().zip(&plan.streams) {
             let mut inside_loop: HashMap<usize, String> = HashMap::new();
@@ -330,7 +268,7 @@ impl Lower<'_> {
     /// Before the loop (`lo..hi`): stage indices, and the first `ahead` iterations' copies.
     /// With warp specialization the producer fills the stages, and they
     /// run on from one block's loop into the next: nothing to do.
-    pub(super) fn pipeline_prologue(&mut self, plan: &mut Plan, lo: &str, hi: &str) {
+    pub(super) fn pipeline_prologue(&mut self, plan: &mut Pipeline, lo: &str, hi: &str) {
         if self.roles.is_some() {
             return;
         }
@@ -360,7 +298,7 @@ impl Lower<'_> {
 
     /// At the top of iteration `k`: wait for its tiles, start the copies for
     /// `k + ahead`, and point the staged conversions at the read stage.
-    pub(super) fn pipeline_step(&mut self, plan: &Plan, k: &str, hi: &str) {
+    pub(super) fn pipeline_step(&mut self, plan: &Pipeline, k: &str, hi: &str) {
         if self.roles.is_some() {
             // The producer fills the stages: wait for this one's tiles.
             let kind = if plan.transposes() {
@@ -403,7 +341,7 @@ impl Lower<'_> {
     /// STAGES; the mbarrier phase flips when the read stage wraps. With warp
     /// specialization, the previous iteration's stage goes back to the
     /// producer (its `wgmma`s are done) and only the read stage moves.
-    pub(super) fn pipeline_advance(&mut self, plan: &Plan) {
+    pub(super) fn pipeline_advance(&mut self, plan: &Pipeline) {
         if let Some(previous) = self.roles.as_ref().map(|r| r.previous.clone()) {
             self.release_previous(plan);
             self.emit(format!("mov.b32 {previous}, {};", plan.read_stage));
@@ -417,7 +355,7 @@ impl Lower<'_> {
 
     /// Moves the stage index in register `stage` on, modulo STAGES,
     /// flipping the mbarrier phase parity `parity` when it wraps.
-    pub(super) fn next_stage(&mut self, plan: &Plan, stage: &str, parity: Option<&str>) {
+    pub(super) fn next_stage(&mut self, plan: &Pipeline, stage: &str, parity: Option<&str>) {
         let p = self.reg(RegClass::Pred);
         self.emit(format!("add.s32 {stage}, {stage}, 1;"));
         self.emit(format!("setp.eq.s32 {p}, {stage}, {};", plan.stages));

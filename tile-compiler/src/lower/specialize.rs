@@ -32,14 +32,12 @@
 //! longer stalls the tensor cores. Each stage is read by one warpgroup,
 //! which hands the last one of its loop back as soon as the loop ends.
 
-use super::Lower;
-use super::cluster::Cluster;
-use super::pipeline::Plan;
-use super::tma::StageBarrier;
-use super::transpose::TRANSPOSER_THREADS;
+use super::emit::Lower;
+use super::state::*;
 use crate::ir::*;
 use crate::plan::memory::SM_REGISTERS;
 use crate::plan::specialize::PRODUCER_THREADS;
+use crate::plan::specialize::TRANSPOSER_THREADS;
 use crate::ptx::{EntryParam, RegClass};
 
 /// Registers per thread the producer keeps (`setmaxnreg.dec`), so that
@@ -73,60 +71,10 @@ fn entry_registers(consumers: u32) -> Option<u32> {
     (threads * 255 > SM_REGISTERS).then_some(SM_REGISTERS / threads / 8 * 8)
 }
 
-/// Named barrier of the consumers when they are one team (0 is the
-/// block's; [`super::transpose`] takes 2).
-pub(super) const CONSUMER_BARRIER: u32 = 1;
 /// Named barriers of two teams taking turns, each its own: the one they
 /// synchronize on among themselves, and their turn's (see [`Team`]).
 const TEAM_BARRIERS: u32 = 3;
 const TURN_BARRIERS: u32 = 5;
-
-/// One of two consumer teams taking turns, as its threads see it (registers).
-pub(super) struct Team {
-    /// The named barrier its threads synchronize on.
-    pub(super) barrier: String,
-    /// The offset of its scratch area (`None`: the kernel has none).
-    pub(super) scratch: Option<String>,
-    /// Its turn's named barrier, which it waits on before a K-loop and
-    /// the other team arrives on after the one before. A team's K-loop
-    /// thus starts once the other's has waited for its last stage: the
-    /// stage mbarriers' phases, told apart by parity alone, are then at
-    /// most one behind the one it waits for.
-    turn: String,
-    /// The other team's turn barrier.
-    other_turn: String,
-    /// Whether its next K-loop is the first of the (persistent) block's,
-    /// which no turn precedes: only the first team's, at the start.
-    first: String,
-}
-
-/// A warp-specialized kernel's roles.
-pub(super) struct Roles {
-    /// The pipelined loop's plan, which both roles follow.
-    pub(super) plan: Plan,
-    /// Threads of the consumer role: the block's first ones.
-    pub(super) consumers: u32,
-    /// Consumer warpgroups taking turns (see [`Lower::teams`]), and this
-    /// thread's team when there are two.
-    pub(super) teams: u32,
-    pub(super) team: Option<Team>,
-    /// Each thread's registers at entry when the roles then move some
-    /// (`setmaxnreg`): the even share.
-    pub(super) entry_registers: Option<u32>,
-    /// The block being computed (what `block_id(0)` reads).
-    pub(super) block: String,
-    /// Blocks the kernel was launched with (what `num_blocks(0)` reads),
-    /// and the parameter that carries it.
-    pub(super) grid: String,
-    pub(super) grid_param: EntryParam,
-    /// Consumers: the stage the previous iteration read (in this block's
-    /// loop or the last one's), released once its `wgmma`s are done (-1: none).
-    pub(super) previous: String,
-    /// Whether this thread is its warp's lane 0 (which releases stages).
-    lane0: String,
-    /// Set when pairs of blocks share operand tiles ([`super::cluster`]).
-    pub(super) cluster: Option<Cluster>,
-}
 
 impl Lower<'_> {
     /// Lowers `body` warp-specialized and persistent, when it can be: every
@@ -325,7 +273,7 @@ impl Lower<'_> {
         &mut self,
         block: &str,
         slice: &[&Op],
-        plan: &Plan,
+        plan: &Pipeline,
         (lo, hi): (ValueId, ValueId),
         body: impl FnOnce(&mut Self),
     ) {
@@ -359,7 +307,7 @@ impl Lower<'_> {
 
     /// Moves the read stage (and its phase parity) on past the stages of
     /// block `block` (a register), if the launch has it: `hi - lo` of its loop.
-    fn skip_block(&mut self, block: &str, slice: &[&Op], plan: &Plan, (lo, hi): (ValueId, ValueId)) {
+    fn skip_block(&mut self, block: &str, slice: &[&Op], plan: &Pipeline, (lo, hi): (ValueId, ValueId)) {
         let (skipped, past) = (self.label("skipped"), self.reg(RegClass::Pred));
         let grid = self.roles.as_ref().expect("roles").grid.clone();
         self.emit(format!("setp.ge.u32 {past}, {block}, {grid};"));
@@ -381,7 +329,7 @@ impl Lower<'_> {
 
     /// The producer's loop `lo..hi`: for each iteration, wait for the next
     /// stage to be free, then copy the iteration's tiles into it.
-    fn produce(&mut self, plan: &Plan, lo: ValueId, hi: ValueId, empty_parity: &str) {
+    fn produce(&mut self, plan: &Pipeline, lo: ValueId, hi: ValueId, empty_parity: &str) {
         let j = self.copy(RegClass::B32, &self.scalar(lo));
         let hi = self.scalar(hi);
         let (head, end, done) = (self.label("produce"), self.label("produced"), self.reg(RegClass::Pred));
@@ -421,7 +369,7 @@ impl Lower<'_> {
     /// Consumers: each warp's lane 0 arrives on the empty mbarrier of the
     /// stage `Roles::previous` (-1: none), handing it back to the producer
     /// (in a cluster, to both blocks' producers).
-    pub(super) fn release_previous(&mut self, plan: &Plan) {
+    pub(super) fn release_previous(&mut self, plan: &Pipeline) {
         let roles = self.roles.as_ref().expect("roles");
         let (lane0, stage) = (roles.lane0.clone(), roles.previous.clone());
         let p = self.reg(RegClass::Pred);

@@ -1,10 +1,11 @@
 //! Tensor cores: `mma.sync` over fragment layouts, and moving operand tiles
 //! into those layouts through swizzled shared memory with `ldmatrix`.
 
-use super::{Lower, Operand};
+use super::emit::Lower;
 use crate::dtype::DType;
 use crate::ir::*;
 use crate::layout::Layout;
+use crate::plan::Operand;
 use crate::plan::scratch::operand_tile;
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::{RegClass, arith_type};

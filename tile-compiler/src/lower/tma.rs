@@ -6,42 +6,9 @@
 //! fills out-of-bounds elements with zeros, and counts the bytes on the
 //! stage's mbarrier, which every thread waits on before its `wgmma`s.
 
-use super::Lower;
-use super::pipeline::Plan;
+use super::emit::Lower;
+use super::state::*;
 use crate::ptx::{EntryParam, RegClass, TENSOR_MAP};
-
-/// The mbarriers of a pipeline stage, in the order their arrays follow one
-/// another in shared memory.
-#[derive(Clone, Copy)]
-pub(super) enum StageBarrier {
-    /// Counts the bytes of the stage's TMA copies.
-    Full,
-    /// Warp specialization: counts the consumer warps done reading the stage.
-    Empty,
-    /// Warp specialization with transposed tiles: counts the producer
-    /// threads done writing them (see [`super::transpose`]).
-    Ready,
-}
-
-/// A tensor map the runtime encodes at launch, passed as a kernel parameter
-/// after the regular ones.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorMap {
-    /// The tensor's index among the kernel's parameters.
-    pub param: usize,
-    /// The box one copy moves, innermost dimension first, in elements.
-    pub box_dims: Vec<u32>,
-    /// Shared-memory swizzle span in bytes (32, 64 or 128): the box's inner extent.
-    pub swizzle_bytes: u32,
-    /// The rows (second-innermost dimension, a multiple of 8) are split
-    /// into (k / 4 % 2, k % 4, k / 8), innermost first, so that the box
-    /// stores them interleaved (`pipeline::interleaved_row`).
-    pub interleaved_rows: bool,
-    /// The copy rounds f32 elements to tf32, to nearest: operands of tf32
-    /// `wgmma`, which otherwise reads f32 data by dropping the low 13 bits
-    /// of the mantissa (and cuBLAS rounds).
-    pub tf32: bool,
-}
 
 impl Lower<'_> {
     /// The generic address of the tensor-map parameter for `map`, declared on first use.
@@ -63,7 +30,7 @@ impl Lower<'_> {
 
     /// The shared address of stage `stage`'s mbarrier of kind `kind`: one
     /// array of `plan.stages` per kind, in [`StageBarrier`]'s order.
-    pub(super) fn stage_barrier(&mut self, plan: &Plan, stage: &str, kind: StageBarrier) -> String {
+    pub(super) fn stage_barrier(&mut self, plan: &Pipeline, stage: &str, kind: StageBarrier) -> String {
         let offset = plan.barriers + 8 * plan.stages * kind as usize;
         self.dynamic_address(offset, Some((stage, 8)))
     }
@@ -72,7 +39,7 @@ impl Lower<'_> {
     /// arrival (its own, with the byte count) per fill, and each other kind
     /// in `others` the given number; then the block synchronizes, so that
     /// no thread uses a barrier before it exists.
-    pub(super) fn tma_init(&mut self, plan: &Plan, others: &[(StageBarrier, u32)]) {
+    pub(super) fn tma_init(&mut self, plan: &Pipeline, others: &[(StageBarrier, u32)]) {
         let (skip, leader) = (self.label("tma_init"), self.reg(RegClass::Pred));
         self.emit(format!("setp.ne.u32 {leader}, {}, 0;", self.tid));
         self.emit(format!("@{leader} bra {skip};"));
@@ -97,7 +64,7 @@ impl Lower<'_> {
 
     /// Thread 0 starts the copies of iteration `j`'s tiles into `stage`,
     /// unless `j` is past the loop's end (`hi`): no copy outlives the loop.
-    pub(super) fn tma_issue(&mut self, plan: &Plan, j: &str, hi: &str, stage: &str) {
+    pub(super) fn tma_issue(&mut self, plan: &Pipeline, j: &str, hi: &str, stage: &str) {
         let skip = self.label("tma_skip");
         let (not_leader, past) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
         self.emit(format!("setp.ne.u32 {not_leader}, {}, 0;", self.tid));
@@ -114,7 +81,7 @@ impl Lower<'_> {
     /// halves (its panels, or the halves of its rows when it has one), this
     /// block's half multicast into both blocks' stages; another tile this
     /// block copies itself, both halves.
-    pub(super) fn tma_fill(&mut self, plan: &Plan, j: &str, stage: &str) {
+    pub(super) fn tma_fill(&mut self, plan: &Pipeline, j: &str, stage: &str) {
         let bar = self.stage_barrier(plan, stage, StageBarrier::Full);
         let state = self.reg(RegClass::B64);
         self.emit(format!(
@@ -245,7 +212,7 @@ impl Lower<'_> {
     /// Waits until the read stage's mbarrier of kind `kind` completes phase
     /// `plan.phase` (which flips each time the stages wrap): its copies
     /// have landed (full), or its transposed tiles are written (ready).
-    pub(super) fn tma_wait(&mut self, plan: &Plan, kind: StageBarrier) {
+    pub(super) fn tma_wait(&mut self, plan: &Pipeline, kind: StageBarrier) {
         let bar = self.stage_barrier(plan, &plan.read_stage, kind);
         self.wait_parity(&bar, &plan.phase);
     }

@@ -13,9 +13,9 @@
 //! thread waits for that read (`cp.async.bulk.wait_group.read`) before the
 //! threads write the next panel, or anything else, into the scratch area.
 
-use super::Lower;
 use super::convert::SharedTile;
-use super::tma::TensorMap;
+use super::emit::Lower;
+use super::state::*;
 use crate::ir::*;
 use crate::plan::scratch::TmaStore;
 use crate::plan::swizzle::Swizzle;

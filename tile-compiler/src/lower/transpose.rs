@@ -17,17 +17,13 @@
 //! threads of a quarter-warp read and write eight distinct 16-byte bank
 //! groups when the tile has eight block rows (K = 32, tf32's usual step).
 
-use super::Lower;
-use super::pipeline::Plan;
-use super::tma::StageBarrier;
+use super::emit::Lower;
+use super::state::*;
 use crate::ir::ValueId;
 use crate::plan::pipeline::TRANSPOSE_BLOCK as BLOCK;
-use crate::plan::specialize::PRODUCER_THREADS;
+use crate::plan::specialize::TRANSPOSER_THREADS;
 use crate::plan::swizzle::Swizzle;
 use crate::ptx::RegClass;
-
-/// Producer threads that transpose: all but the first warp's.
-pub(super) const TRANSPOSER_THREADS: u32 = PRODUCER_THREADS - 32;
 
 /// The named barrier the transposing threads synchronize on between
 /// reading a stage's tiles and overwriting them (the consumers use 1).
@@ -47,7 +43,7 @@ impl Lower<'_> {
     /// This thread's blocks of every tile the plan transposes (thread
     /// `thread`, from 0). They are the same at every stage: computed once,
     /// before the loop.
-    pub(super) fn transpose_blocks(&mut self, plan: &Plan, thread: &str) -> Vec<Block> {
+    pub(super) fn transpose_blocks(&mut self, plan: &Pipeline, thread: &str) -> Vec<Block> {
         let mut out = Vec::new();
         for s in plan.staged.iter().filter(|s| s.transposed) {
             let from = s.swizzle(&self.layout(s.load).shape);
@@ -89,7 +85,7 @@ impl Lower<'_> {
     /// The transposing threads' loop `lo..hi`, stage by stage in the
     /// consumers' order (the plan's read stage and phase registers, which
     /// these threads keep for themselves), moving `blocks` at each.
-    pub(super) fn transpose_stages(&mut self, plan: &Plan, lo: ValueId, hi: ValueId, blocks: &[Block]) {
+    pub(super) fn transpose_stages(&mut self, plan: &Pipeline, lo: ValueId, hi: ValueId, blocks: &[Block]) {
         let j = self.copy(RegClass::B32, &self.scalar(lo));
         let hi = self.scalar(hi);
         let (head, end, done) = (

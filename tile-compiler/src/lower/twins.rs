@@ -16,25 +16,13 @@
 //! twice the shared memory, more than some GPUs give one block (sm_120:
 //! 99 KiB), so the runtime keeps the plain variant for those.
 
-use super::Lower;
+use super::emit::Lower;
+use super::state::*;
 use crate::ir::Op;
 use crate::ptx::{EntryParam, RegClass};
 
 /// Named barriers of the two teams (0 stays the block's).
 const TEAM_BARRIER: u32 = 1;
-
-/// The registers of a two-team block.
-pub(super) struct Twins {
-    /// This thread's team's named barrier.
-    pub(super) barrier: String,
-    /// Where its team's half of dynamic shared memory starts.
-    pub(super) offset: String,
-    /// The block this team computes now (`block_id(0)`).
-    pub(super) block: String,
-    /// The block count the launch asked for (`num_blocks(0)`).
-    pub(super) grid: String,
-    pub(super) grid_param: EntryParam,
-}
 
 impl Lower<'_> {
     /// Splits the block into two teams of the kernel's warps, each owning

@@ -6,8 +6,8 @@
 //! `zeros`, `acc * alpha`) gets registers of its own, and the product is
 //! awaited at once.
 
-use super::Lower;
 use super::convert::SharedTile;
+use super::emit::Lower;
 use super::tensor_core::{ACC, HALF_A};
 use crate::dtype::DType;
 use crate::ir::ValueId;

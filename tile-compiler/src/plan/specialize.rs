@@ -18,6 +18,9 @@ use std::collections::HashSet;
 /// works on), of which one thread issues the copies.
 pub const PRODUCER_THREADS: u32 = 128;
 
+/// Producer threads that transpose: all but the first warp's.
+pub const TRANSPOSER_THREADS: u32 = PRODUCER_THREADS - 32;
+
 /// Registers per consumer thread that register tiles may take for two
 /// teams to take turns, of the 232 each thread then has (the rest hold
 /// addresses, descriptors and temporaries): in the K-loop, the
