@@ -9,6 +9,7 @@
 
 use crate::dtype::DType;
 use crate::ir::*;
+use crate::warps::WarpSplit;
 use std::collections::{HashMap, HashSet};
 
 /// Bit `1` of dimension `0` is written `(0, 1)`.
@@ -407,58 +408,6 @@ pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>,
         }
     }
     Some((groups, tm, tn))
-}
-
-/// Which side of an `mma` tile a block's warps split first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WarpSplit {
-    /// The longer side: square-ish warp tiles read the fewest operand
-    /// fragments from shared memory (a matmul).
-    Longer,
-    /// Rows, down to 16 per warp: every row of a product stays within one
-    /// warp, so reducing it along its rows needs no shared memory, and a
-    /// tile computed from it rows-wise feeds the next product's A operand
-    /// from the registers that hold it (attention's `p @ v`).
-    Rows,
-}
-
-impl WarpSplit {
-    /// [`WarpSplit::Rows`] when some `mma`'s result flows, through any ops,
-    /// into a reduction along rows (the last axis) or into another `mma`'s
-    /// A operand; [`WarpSplit::Longer`] otherwise.
-    pub fn of(func: &Func) -> WarpSplit {
-        let ops = crate::ir::all_ops(&func.body);
-        let mut derived: HashSet<ValueId> = HashSet::new();
-        // Loops carry values backwards: repeat until nothing changes.
-        loop {
-            let before = derived.len();
-            for op in &ops {
-                let from_mma =
-                    matches!(op.kind, OpKind::Mma { .. }) || op.kind.operands().iter().any(|v| derived.contains(v));
-                if from_mma {
-                    derived.extend(&op.results);
-                    if let OpKind::For { args, .. } = &op.kind {
-                        derived.extend(args);
-                    }
-                }
-            }
-            if derived.len() == before {
-                break;
-            }
-        }
-        let rows_matter = ops.iter().any(|op| match &op.kind {
-            OpKind::Reduce { arg, axis, .. } => {
-                derived.contains(arg) && func.values[*arg].shape.as_ref().is_some_and(|s| *axis + 1 == s.len())
-            }
-            OpKind::Mma { a, .. } => derived.contains(a),
-            _ => false,
-        });
-        if rows_matter {
-            WarpSplit::Rows
-        } else {
-            WarpSplit::Longer
-        }
-    }
 }
 
 /// How the warps of a block split an `[m, n]` `mma` tile: for each warp bit

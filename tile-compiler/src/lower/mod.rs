@@ -8,9 +8,6 @@
 //! `shfl.sync.bfly`, then across warps through shared memory; layout
 //! conversions go through shared memory unless they only reorder registers.
 
-use crate::error::Result;
-use crate::ir::*;
-use crate::layout::Layouts;
 use crate::ptx::{self, Regs};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -34,7 +31,6 @@ mod wgmma;
 pub use state::{CLUSTER_BLOCKS, TensorMap};
 
 pub use crate::layout::MmaPath;
-use crate::plan::memory::place;
 use crate::plan::{Context, Plan};
 use emit::Lower;
 
@@ -66,69 +62,13 @@ pub struct Lowered {
     pub tma_only: Vec<usize>,
 }
 
-/// Lowers one specialization. The tensor parameters in `vectorized` are
-/// accessed with 16-byte vectors, which assumes what the runtime checks
-/// before choosing this variant: each of them is 16-byte aligned, its last
-/// dimension is contiguous and a multiple of 16 bytes, and its other
-/// strides are multiples of 16 bytes.
-/// `num_stages` fixes the depth of `mma` pipelines (else chosen by size).
-pub fn lower(
-    func: &Func,
-    layouts: &Layouts,
-    vectorized: &[usize],
-    entry_name: &str,
-    num_stages: Option<u32>,
-) -> Result<Lowered> {
-    let cx = Context::new(func, layouts, vectorized, MmaPath::Portable, num_stages);
-    let plan = place(&cx, None, false)?;
-    Ok(lower_with(&cx, &plan, entry_name))
-}
-
-/// Lowers one specialization (as [`lower`]) to run as two tiles per block
-/// on a persistent grid (see `lower/twins.rs`): `None` unless two
-/// of [`lower`]'s blocks would share an SM, its threads could keep 255
-/// registers each in a block of twice as many, and the doubled block's
-/// shared memory fits in one. The runtime launches it where the device
-/// gives a block that much shared memory, and [`lower`]'s elsewhere.
-pub fn lower_twins(
-    func: &Func,
-    layouts: &Layouts,
-    vectorized: &[usize],
-    entry_name: &str,
-    num_stages: Option<u32>,
-) -> Result<Option<Lowered>> {
-    let cx = Context::new(func, layouts, vectorized, MmaPath::Portable, num_stages);
-    let plan = place(&cx, None, true)?;
-    if plan.persistent_teams.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(lower_with(&cx, &plan, entry_name)))
-}
-
-/// Lowers one specialization with its `mma`s on `wgmma` (layouts from
-/// [`crate::layout::assign_layouts`] with [`MmaPath::Wgmma`]), the tensors
-/// in `vectorized` accessed with vectors (as [`lower`]; TMA copies only
-/// those): `None` when the kernel has no `mma` or one of them cannot take
-/// that path. With `pairs`, blocks run in 2-CTA clusters sharing f32
-/// operand tiles where they can (see `lower/cluster.rs`; [`Lowered::cluster`]
-/// says whether).
-pub fn lower_wgmma(
-    func: &Func,
-    layouts: &Layouts,
-    vectorized: &[usize],
-    entry_name: &str,
-    (num_stages, pairs): (Option<u32>, bool),
-) -> Result<Option<Lowered>> {
-    let cx = Context::new(func, layouts, vectorized, MmaPath::Wgmma, num_stages);
-    let plan = place(&cx, Some((true, pairs)), false)?;
-    if plan.unsupported.is_some() || plan.products.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(lower_with(&cx, &plan, entry_name)))
-}
-
-/// Lowers the variant of `cx` as `plan` says, once.
-fn lower_with(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
+/// Lowers the variant of `cx` as `plan` says, once, into entry `entry_name`.
+/// The tensor parameters in `cx.vectorized` are accessed with 16-byte
+/// vectors, which assumes what the runtime checks before choosing this
+/// variant: each of them is 16-byte aligned, its last dimension is
+/// contiguous and a multiple of 16 bytes, and its other strides are
+/// multiples of 16 bytes.
+pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
     let func = cx.func;
     let mut l = Lower {
         cx,

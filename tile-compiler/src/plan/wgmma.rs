@@ -48,7 +48,7 @@ pub struct SharedOperand {
     /// reads the tile transposed.
     pub k_major: bool,
     pub elem_bytes: usize,
-    /// The descriptor's constant fields ([`SharedOperand::descriptor_bits`]).
+    /// The descriptor's constant fields: leading and stride byte offsets, swizzle mode.
     pub bits: u64,
 }
 

@@ -1,0 +1,189 @@
+//! A kernel's compilation, specialization by specialization: check and
+//! simplify the IR, choose the warps ([`crate::warps`]), list the
+//! variants with their plans ([`crate::variants`]) and lower each once
+//! ([`crate::lower`]).
+
+use crate::error::{Error, Result};
+use crate::ptx::Target;
+use crate::{ast, check, dtype, ir, lower, parse, simplify, variants, warps};
+use proc_macro2::TokenStream;
+
+/// One PTX entry: a const assignment, with or without 16-byte vector accesses.
+pub struct Variant {
+    pub types: Vec<dtype::DType>,
+    pub consts: Vec<i64>,
+    /// The tensor parameters (indices among all parameters) accessed with
+    /// 16-byte vectors: all of them, none, or those the `mma` pipelines copy.
+    pub vectorized: Vec<usize>,
+    pub entry: String,
+    /// The `.entry` text; prepend [`Target::header`] for a module.
+    pub ptx: String,
+    pub threads: u32,
+    pub shared_bytes: usize,
+    pub dynamic_shared_bytes: usize,
+    /// The only target this variant is for (`wgmma` needs sm_90a); `None`
+    /// for portable PTX, valid on every target.
+    pub target: Option<Target>,
+    /// Tensor maps the launcher encodes and passes after the parameters (TMA).
+    pub tensor_maps: Vec<lower::TensorMap>,
+    /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
+    pub persistent: bool,
+    /// Blocks per cluster (see [`lower::Lowered::cluster`]).
+    pub cluster: u32,
+    /// The tensors read only by TMA copies (see [`lower::Lowered::tma_only`]).
+    pub tma_only: Vec<usize>,
+}
+
+impl Variant {
+    /// A complete PTX module for `target`.
+    pub fn module(&self, target: Target) -> String {
+        format!("{}{}", target.header(), self.ptx)
+    }
+}
+
+/// One assignment of a kernel's type and const parameters, and its IR.
+pub struct Specialization {
+    pub types: Vec<dtype::DType>,
+    pub consts: Vec<i64>,
+    /// Checked and simplified, before layouts: the CPU backend's input.
+    pub func: ir::Func,
+}
+
+/// Everything the compiler produced for one kernel.
+pub struct CompiledKernel {
+    pub kernel: ast::Kernel,
+    /// Per const assignment, the checked and simplified IR (no layouts): the
+    /// CPU backend's input.
+    pub funcs: Vec<Specialization>,
+    pub variants: Vec<Variant>,
+}
+
+/// Every combination of listed values: each list contributes one choice.
+fn combinations<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
+    let mut out = vec![Vec::new()];
+    for list in lists {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                list.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(v.clone());
+                    p
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> String {
+    let t = kernel.types.iter().zip(types).map(|(p, d)| format!("{} = {d}", p.name));
+    let c = kernel
+        .consts
+        .iter()
+        .zip(values)
+        .map(|(p, v)| format!("{} = {v}", p.name));
+    t.chain(c).collect::<Vec<_>>().join(", ")
+}
+
+/// Compiles a kernel: every specialization, both access widths.
+pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
+    let kernel = parse::parse_kernel(attr, item)?;
+    let mut funcs = Vec::new();
+    let mut variants = Vec::new();
+    let type_lists: Vec<Vec<dtype::DType>> = kernel.types.iter().map(|t| t.dtypes.clone()).collect();
+    let const_lists: Vec<Vec<i64>> = kernel.consts.iter().map(|c| c.values.clone()).collect();
+    for types in combinations(&type_lists) {
+        for values in combinations(&const_lists) {
+            if kernel.skips.iter().any(|s| s.matches(&types, &values)) {
+                continue;
+            }
+            let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
+            let in_variant = |e: Error| {
+                if generic {
+                    Error::new(
+                        e.span,
+                        format!("{} (building {})", e.message, describe(&kernel, &types, &values)),
+                    )
+                } else {
+                    e
+                }
+            };
+            let type_names: Vec<(String, dtype::DType)> = kernel
+                .types
+                .iter()
+                .zip(&types)
+                .map(|(t, d)| (t.name.to_string(), *d))
+                .collect();
+            let names: Vec<(String, i64)> = kernel
+                .consts
+                .iter()
+                .zip(&values)
+                .map(|(c, v)| (c.name.to_string(), *v))
+                .collect();
+            let mut func = check::check(&kernel, &type_names, &names).map_err(in_variant)?;
+            simplify::simplify(&mut func);
+            func.num_warps = warps::choose_warps(&func, kernel.num_warps);
+            warps::check_registers(&kernel, &func).map_err(in_variant)?;
+            let suffix: String = types
+                .iter()
+                .map(|d| format!("_{d}"))
+                .chain(values.iter().map(|v| format!("_{v}")))
+                .collect();
+            for planned in variants::variants(&func, &kernel).map_err(in_variant)? {
+                let entry = format!("{}{suffix}_{}", kernel.name, planned.kind);
+                let lowered = lower::lower(&planned.laid_out.context(), &planned.plan, &entry);
+                variants.push(Variant {
+                    types: types.clone(),
+                    consts: values.clone(),
+                    vectorized: planned.laid_out.vectorized.clone(),
+                    entry,
+                    ptx: lowered.text,
+                    threads: lowered.threads,
+                    shared_bytes: lowered.shared_bytes,
+                    dynamic_shared_bytes: lowered.dynamic_shared_bytes,
+                    target: planned.target,
+                    tensor_maps: lowered.tensor_maps,
+                    persistent: lowered.persistent,
+                    cluster: lowered.cluster,
+                    tma_only: lowered.tma_only,
+                });
+            }
+            funcs.push(Specialization {
+                types: types.clone(),
+                consts: values,
+                func,
+            });
+        }
+    }
+    if funcs.is_empty() {
+        return Err(Error::new(
+            kernel.name.span(),
+            "`skip` leaves no specialization to build: skip fewer combinations",
+        ));
+    }
+    let ranks: Vec<Vec<usize>> = funcs
+        .iter()
+        .map(|s| {
+            s.func
+                .params
+                .iter()
+                .map(|p| match p {
+                    ir::Param::Tensor(t) => t.rank,
+                    ir::Param::Scalar { .. } => 0,
+                })
+                .collect()
+        })
+        .collect();
+    if ranks.windows(2).any(|w| w[0] != w[1]) {
+        return Err(Error::new(
+            kernel.name.span(),
+            "a tensor's rank differs between specializations: every specialization must index each tensor with the same number of coordinates",
+        ));
+    }
+    Ok(CompiledKernel {
+        kernel,
+        funcs,
+        variants,
+    })
+}
