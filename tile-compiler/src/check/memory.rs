@@ -1,0 +1,229 @@
+//! Tensor access: `load` and `store` of tiles at tile-grid indices, `gather`
+//! and `scatter` by index tiles, and the element type and rank rules.
+
+use super::*;
+
+impl Checker<'_> {
+    pub(super) fn tensor_recv(&mut self, recv: &Expr, load: bool) -> Result<usize> {
+        let what = if load { "load" } else { "gather" };
+        match self.expr(recv)? {
+            Val::Tensor(t) => Ok(t),
+            _ => bail!(
+                recv.span(),
+                "`.{what}` is a tensor method: call it on a tensor parameter"
+            ),
+        }
+    }
+
+    /// Index tiles (or scalars) for a gather or scatter, as i32, and their
+    /// broadcast shape together with `extra` (a scattered value).
+    pub(super) fn element_indices(
+        &mut self,
+        e: &Expr,
+        extra: Option<ValueId>,
+        what: &str,
+    ) -> Result<(Vec<ValueId>, Vec<usize>)> {
+        let Expr::Array(items, span) = e else {
+            bail!(
+                e.span(),
+                "write the element indices as a list, one integer tile per tensor dimension: `x.{what}([rows, cols])`"
+            );
+        };
+        if items.is_empty() {
+            bail!(
+                *span,
+                "`{what}` takes one index tile per tensor dimension, and tensors have at least one: `x.{what}([rows])`"
+            );
+        }
+        let mut ids = Vec::new();
+        for it in items {
+            let v = self.expr(it)?;
+            let id = self.concrete(v, Some(DType::I32), it.span())?;
+            let ty = self.ty(id).clone();
+            if !ty.dtype.is_int() {
+                bail!(
+                    it.span(),
+                    "element indices are integer tiles or scalars (i32), found {ty}"
+                );
+            }
+            let id = if ty.dtype == DType::U32 {
+                self.push(
+                    OpKind::Cast(id),
+                    Some(Ty {
+                        dtype: DType::I32,
+                        shape: ty.shape,
+                    }),
+                    it.span(),
+                )
+            } else {
+                id
+            };
+            ids.push(id);
+        }
+        let mut shape: Option<Vec<usize>> = None;
+        for v in ids.iter().copied().chain(extra) {
+            if let Some(s) = self.ty(v).shape.clone() {
+                shape = Some(match shape {
+                    None => s,
+                    Some(prev) => Self::broadcast_shapes(&prev, &s, *span)?,
+                });
+            }
+        }
+        let Some(shape) = shape else {
+            bail!(
+                *span,
+                "`{what}` needs at least one index tile (for one element use `.get([..])`)"
+            );
+        };
+        let ids = ids
+            .into_iter()
+            .map(|v| self.broadcast_to(v, &shape, *span))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((ids, shape))
+    }
+
+    /// The value out-of-bounds elements read as: `.pad(v)`'s, or zero.
+    pub(super) fn pad_value(&mut self, dtype: DType, pad: Option<&Expr>, span: Span) -> Result<ValueId> {
+        let val = match pad {
+            Some(e) => self.expr(e)?,
+            None => Val::Weak(Weak::Int(0)),
+        };
+        let pad_span = pad.map(|e| e.span()).unwrap_or(span);
+        let id = self.concrete(val, Some(dtype), pad_span)?;
+        let ty = self.ty(id).clone();
+        if ty != Ty::scalar(dtype) {
+            bail!(
+                pad_span,
+                "the padding of a {dtype} tensor is a {dtype} scalar, found {ty}"
+            );
+        }
+        Ok(id)
+    }
+
+    pub(super) fn gather(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
+        Self::arg_count(args, 1, "gather", "x.gather([rows, cols])", span)?;
+        let (index, shape) = self.element_indices(&args[0], None, "gather")?;
+        self.use_rank(t, index.len(), span)?;
+        let (_, dtype, _) = self.tensor_param(t);
+        let pad_id = self.pad_value(dtype, pad, span)?;
+        Ok(Val::Value(self.push(
+            OpKind::Gather {
+                tensor: t,
+                index,
+                pad: pad_id,
+            },
+            Some(Ty::tile(dtype, shape)),
+            span,
+        )))
+    }
+
+    pub(super) fn scatter(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "scatter", "y.scatter([rows, cols], values)", span)?;
+        let (p, dtype, mutable) = self.tensor_param(t);
+        if !mutable {
+            bail!(
+                span,
+                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to scatter into it",
+                p.name
+            );
+        }
+        let v = self.expr(&args[1])?;
+        let value = self.concrete(v, Some(dtype), args[1].span())?;
+        if self.ty(value).dtype != dtype {
+            bail!(
+                args[1].span(),
+                "the values are {} but `{}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
+                self.ty(value).dtype,
+                p.name
+            );
+        }
+        let (index, shape) = self.element_indices(&args[0], Some(value), "scatter")?;
+        self.use_rank(t, index.len(), span)?;
+        let value = self.broadcast_to(value, &shape, span)?;
+        self.push(
+            OpKind::Scatter {
+                tensor: t,
+                index,
+                value,
+            },
+            None,
+            span,
+        );
+        Ok(Val::Unit)
+    }
+
+    pub(super) fn load(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "load", "x.load([i, j], [BM, BN])", span)?;
+        let index = self.index(&args[0])?;
+        let shape = self.shape(&args[1])?;
+        if index.len() != shape.len() {
+            bail!(
+                span,
+                "the index has {} but the tile shape has {}: a load names one tile-grid coordinate per tensor dimension",
+                count(index.len(), "coordinate"),
+                count(shape.len(), "dimension")
+            );
+        }
+        self.use_rank(t, index.len(), span)?;
+        let (_, dtype, _) = self.tensor_param(t);
+        let pad_id = self.pad_value(dtype, pad, span)?;
+        Ok(Val::Value(self.push(
+            OpKind::Load {
+                tensor: t,
+                index,
+                pad: pad_id,
+            },
+            Some(Ty::tile(dtype, shape)),
+            span,
+        )))
+    }
+
+    pub(super) fn store(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "store", "y.store([i, j], tile)", span)?;
+        let (p, dtype, mutable) = self.tensor_param(t);
+        if !mutable {
+            bail!(
+                span,
+                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to store into it",
+                p.name
+            );
+        }
+        let index = self.index(&args[0])?;
+        self.use_rank(t, index.len(), span)?;
+        let v = self.expr(&args[1])?;
+        let id = self.concrete(v, Some(dtype), args[1].span())?;
+        let ty = self.ty(id).clone();
+        let Some(shape) = &ty.shape else {
+            bail!(
+                args[1].span(),
+                "`store` writes a tile; make one from a scalar with `full([1], x)`"
+            );
+        };
+        if ty.dtype != dtype {
+            bail!(
+                args[1].span(),
+                "the tile is {} but `{}` holds {dtype}: cast before storing, `t.cast::<{dtype}>()`",
+                ty.dtype,
+                p.name
+            );
+        }
+        if shape.len() != index.len() {
+            bail!(
+                args[1].span(),
+                "the tile has rank {} but the index has {}: a stored tile has the tensor's rank (reshape it with `.reshape([..])`)",
+                shape.len(),
+                count(index.len(), "coordinate")
+            );
+        }
+        self.push(
+            OpKind::Store {
+                tensor: t,
+                index,
+                value: id,
+            },
+            None,
+            span,
+        );
+        Ok(Val::Unit)
+    }
+}
