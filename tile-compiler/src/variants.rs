@@ -67,9 +67,9 @@ impl LaidOut {
 
     /// The plan of this mapping: warp-specialized where `specialize`
     /// allows ((ping-pong, clusters), the `wgmma` path), two tiles per
-    /// persistent block where `persistent_teams` does.
-    fn plan(&self, specialize: Option<(bool, bool)>, persistent_teams: bool) -> Result<Plan> {
-        place(&self.context(), specialize, persistent_teams)
+    /// persistent block where `persistent` does.
+    fn plan(&self, specialize: Option<(bool, bool)>, persistent: bool) -> Result<Plan> {
+        place(&self.context(), specialize, persistent)
     }
 }
 
@@ -108,7 +108,7 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
             laid_out: laid_out.clone(),
             plan,
         });
-        if persistent.persistent_teams.is_some() {
+        if persistent.persistent.is_some() {
             out.push(VariantPlan {
                 kind: format!("{kind}_twins"),
                 target: None,
@@ -143,7 +143,7 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
     };
     for (choice, &num_warps) in warp_choices.iter().enumerate() {
         let planned = wgmma(num_warps, &tensors, false)?;
-        let ping_pong = |plan: &Plan| plan.specialization.as_ref().is_some_and(|s| s.teams > 1);
+        let ping_pong = |plan: &Plan| plan.specialization.as_ref().is_some_and(|s| s.consumer_groups > 1);
         if planned
             .as_ref()
             .is_some_and(|(_, p)| num_warps == 4 && !ping_pong(p) && choice + 1 < warp_choices.len())

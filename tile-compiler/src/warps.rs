@@ -115,8 +115,8 @@ fn accumulator_shapes(func: &ir::Func) -> Vec<Vec<usize>> {
 fn default_warps(func: &ir::Func) -> u32 {
     // Tensor-core kernels: one warp per 4096 accumulator elements (2048 for
     // f32 operands, whose fragments take twice the registers), at most 8, so
-    // 16-bit warps compute 64x64 tiles (measured faster than 32x64 on an
-    // H200: bf16 4096^3 at 392 TFLOP/s against 352).
+    // 16-bit warps compute 64x64 tiles: fewer fragment reads per product
+    // than 32x64 ones (BENCHMARKS.md has the measurement).
     let mma_warps = ir::all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
@@ -164,12 +164,12 @@ fn default_warps(func: &ir::Func) -> u32 {
 /// reduced, or feed another `mma`: attention), a warpgroup per 64 rows of
 /// the tallest product, whatever the hint: `wgmma`'s M, so each warp holds
 /// 16 rows of each tile (a hint sized for `mma.sync`, 32 rows a warp, would
-/// leave each warpgroup two slabs; heads of 64 ran 4-9% faster with two
-/// warpgroups than with one, H100). Otherwise the hint; or one warpgroup,
+/// leave each warpgroup two slabs, and attention's heads of 64 run faster
+/// with two warpgroups than with one). Otherwise the hint; or one warpgroup,
 /// and two when a tile has at least 128 rows and 128 x 128 elements (each
 /// warpgroup then holds a 64-row slab or more). A 128 x 128 tile prefers
-/// one warpgroup, if a second one can take turns with it on the tiles (the
-/// lowering's warp specialization decides): the epilogue of one then
+/// one warpgroup, if a second one can take turns with it on the tiles
+/// (ping-pong consumers; the plan's warp specialization decides): the epilogue of one then
 /// overlaps the other's K-loop. Two split it otherwise.
 pub fn wgmma_warps(func: &ir::Func, hint: Option<u32>) -> Vec<u32> {
     let accumulators = accumulator_shapes(func);

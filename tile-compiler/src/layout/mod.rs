@@ -149,9 +149,8 @@ impl Layout {
     /// the pipeline stores them interleaved, which avoids them
     /// (`lower::pipeline::interleaved_row`). Permuting the product's rows
     /// instead leaves the accumulator in 16-byte runs, stored through a
-    /// shared tile that leaves 128x256 f32 tiles two stages: on the H100,
-    /// 0.83-0.85 of cuBLAS on 4096³ and 8192³ against 0.93-0.94
-    /// (`bench-results/2026-11-23-h100-matmul-tf32-trial-*`).
+    /// shared tile that leaves 128x256 f32 tiles two stages (slower:
+    /// bench-results/LOG.md).
     pub fn wgmma_a_swapped(k: usize, n: usize, m: usize, num_warps: u32) -> Option<Layout> {
         let (groups, rows, _) = wgmma_warpgroups(n, m, num_warps)?;
         let mut reg = vec![(1, 3), (0, 2)];

@@ -1,31 +1,30 @@
-//! Pairs of persistent blocks that share operand tiles (sm_90a: clusters of
-//! two blocks, TMA multicast), for f32 (tf32) operands.
+//! 2-CTA clusters of persistent blocks that share operand tiles by TMA
+//! multicast (sm_90a), for f32 (tf32) operands.
 //!
 //! The grid is launched in clusters of two blocks (`.reqnctapercluster`),
 //! which start at an even and an odd `%ctaid.x` and step by `%nctaid.x`:
 //! the blocks of a cluster compute the launch's blocks 2p and 2p + 1 in
 //! lockstep, and their producers fill the same stages in the same order
-//! (the loop's bounds must not depend on the block). For each pair, each
+//! (the loop's bounds must not depend on the block). For each cluster, each
 //! producer computes both blocks' tile indices; a staged tile that both
-//! blocks load alike (`group_tiles` hands a pair the same column of `b`) is
+//! blocks load alike (`group_tiles` hands a cluster the same column of `b`) is
 //! copied half by each producer and multicast into both blocks' stages, so
 //! it is read from L2 once for the two. A tile the blocks load differently,
 //! each copies whole. A tile's halves are its panels (128-byte columns of
 //! the swizzle), or the halves of its rows when it has one panel.
 //!
-//! Such variants are built beside the unpaired ones (entries ending in
-//! `_pairs`), and a launch takes one when its grid asks for pairs
-//! (`Grid::in_pairs`): measured on an H100, pairing gains 8-17% on some
-//! problems (an LM head, short K-loops) and loses 1-7% on others (squares),
+//! Such variants are built beside the others (entries ending in `_pairs`),
+//! and a launch takes one when its grid asks for clusters: they gain on
+//! some problems (an LM head, short K-loops) and lose on others (squares),
 //! so the caller's tuner chooses.
 //!
 //! A stage is then written by both producers: neither refills it before
 //! both blocks' consumers have released it. Each consumer warp arrives on
-//! its own block's empty mbarrier and on its partner's, or twice on its own
-//! when the pair's other block is past the launch's end. A cluster barrier
+//! its own block's empty mbarrier and on its peer's, or twice on its own
+//! when the cluster's other block is past the launch's end. A cluster barrier
 //! after the mbarriers' setup keeps a producer from copying into a block
 //! whose mbarriers do not exist yet, and one at exit keeps a block's shared
-//! memory alive while its partner may still arrive on it.
+//! memory alive while its peer may still arrive on it.
 
 use super::emit::Lower;
 use super::state::*;
@@ -44,8 +43,8 @@ impl Lower<'_> {
         });
         Cluster {
             rank,
-            partner: self.reg(RegClass::B32),
-            previous_partner: self.reg(RegClass::B32),
+            peer: self.reg(RegClass::B32),
+            previous_peer: self.reg(RegClass::B32),
             shared: (0..tiles).map(|_| self.reg(RegClass::Pred)).collect(),
             mask,
         }
@@ -66,40 +65,37 @@ impl Lower<'_> {
     }
 
     /// Consumers, as a block's computation starts: the block its releases
-    /// go to besides this one (see [`Cluster::partner`]).
-    pub(super) fn pair_partner(&mut self) {
+    /// go to besides this one (see [`Cluster::peer`]).
+    pub(super) fn cluster_peer(&mut self) {
         let Some(c) = self.clustered() else { return };
-        let (rank, partner) = (c.rank.clone(), c.partner.clone());
+        let (rank, peer) = (c.rank.clone(), c.peer.clone());
         let block = self.roles.as_ref().expect("roles").block.clone();
         let (_, exists) = self.other_block(&block);
         let other = self.reg(RegClass::B32);
         self.emit(format!("xor.b32 {other}, {rank}, 1;"));
-        self.emit(format!("selp.b32 {partner}, {other}, {rank}, {exists};"));
+        self.emit(format!("selp.b32 {peer}, {other}, {rank}, {exists};"));
     }
 
-    /// Consumers: the stage just read becomes `Roles::previous`; its partner with it.
-    pub(super) fn remember_partner(&mut self) {
+    /// Consumers: the stage just read becomes `WarpRoles::previous`; its peer with it.
+    pub(super) fn remember_peer(&mut self) {
         if let Some(c) = self.clustered() {
-            let line = format!("mov.b32 {}, {};", c.previous_partner, c.partner);
+            let line = format!("mov.b32 {}, {};", c.previous_peer, c.peer);
             self.emit(line);
         }
     }
 
-    /// Consumers, releasing `Roles::previous`, whose empty mbarrier is at
-    /// `bar`, where `releases` (each warp's lane 0): the partner's arrival.
-    pub(super) fn release_to_partner(&mut self, bar: &str, releases: &str) {
-        let Some(partner) = self.clustered().map(|c| c.previous_partner.clone()) else {
+    /// Consumers, releasing `WarpRoles::previous`, whose empty mbarrier is at
+    /// `bar`, where `releases` (each warp's lane 0): the peer's arrival.
+    pub(super) fn release_to_peer(&mut self, bar: &str, releases: &str) {
+        let Some(peer) = self.clustered().map(|c| c.previous_peer.clone()) else {
             return;
         };
         let remote = self.reg(RegClass::B32);
-        self.emit(format!(
-            "@{releases} mapa.shared::cluster.u32 {remote}, {bar}, {partner};"
-        ));
+        self.emit(format!("@{releases} mapa.shared::cluster.u32 {remote}, {bar}, {peer};"));
         // Release at the CTA's scope, as the local arrival: the stage was
         // read by `wgmma`s already waited for, and a cluster-scope release
-        // would fence the epilogue's stores too (ncu: consumer warps stalled
-        // on the fence half the time, bf16 4096^3 at 0.6 of the unpaired
-        // kernel).
+        // would fence the epilogue's stores too, which stalls the consumers
+        // on the fence.
         self.emit(format!(
             "@{releases} mbarrier.arrive.shared::cluster.b64 _, [{remote}];"
         ));
@@ -108,7 +104,7 @@ impl Lower<'_> {
     /// Producer, for each block: the scalar ops `slice` (the loop's bounds
     /// and tile indices), first for the pair's other block and then for this
     /// one, and per staged tile whether the two load it alike.
-    pub(super) fn pair_tiles(&mut self, plan: &Pipeline, slice: &[&Op]) {
+    pub(super) fn cluster_tiles(&mut self, plan: &Pipeline, slice: &[&Op]) {
         let block = self.roles.as_ref().expect("roles").block.clone();
         let (other, exists) = self.other_block(&block);
         self.roles.as_mut().expect("roles").block = other;

@@ -31,8 +31,12 @@ impl Lower<'_> {
             }
             OpKind::BlockId(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").block.clone()],
             OpKind::NumBlocks(0) if self.roles.is_some() => vec![self.roles.as_ref().expect("roles").grid.clone()],
-            OpKind::BlockId(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").block.clone()],
-            OpKind::NumBlocks(0) if self.twins.is_some() => vec![self.twins.as_ref().expect("twins").grid.clone()],
+            OpKind::BlockId(0) if self.persistent.is_some() => {
+                vec![self.persistent.as_ref().expect("a persistent block").block.clone()]
+            }
+            OpKind::NumBlocks(0) if self.persistent.is_some() => {
+                vec![self.persistent.as_ref().expect("a persistent block").grid.clone()]
+            }
             OpKind::BlockId(a) => vec![self.special(&format!("%ctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],

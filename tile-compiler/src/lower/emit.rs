@@ -29,9 +29,10 @@ pub(super) struct Lower<'a> {
     /// Their kernel parameters, declared after the regular ones.
     pub(super) tma_params: Vec<EntryParam>,
     /// Set when the kernel is warp-specialized and persistent.
-    pub(super) roles: Option<Roles>,
-    /// Set when a portable kernel runs two teams per block (see [`twins`]).
-    pub(super) twins: Option<Twins>,
+    pub(super) roles: Option<WarpRoles>,
+    /// Set when a portable kernel runs two tiles per persistent block (see
+    /// `lower/persistent.rs`).
+    pub(super) persistent: Option<Persistent>,
     pub(super) entry: String,
     pub(super) layouts: &'a Layouts,
     /// The tensor parameters accessed with 16-byte vectors.
@@ -120,9 +121,9 @@ impl<'a> Lower<'a> {
 
     /// A barrier among the threads that compute: the whole block, or with
     /// warp specialization the consumer warps alone (named barrier 1), or
-    /// their team's (named barriers 1 and 2).
+    /// their ping-pong consumer's (named barriers 3 and 4).
     pub(super) fn barrier(&mut self) {
-        if let Some(t) = &self.twins {
+        if let Some(t) = &self.persistent {
             let line = format!("bar.sync {}, {};", t.barrier, self.func.num_warps * 32);
             self.emit(line);
             return;
@@ -131,10 +132,10 @@ impl<'a> Lower<'a> {
             None => self.emit("bar.sync 0;"),
             Some(r) => {
                 let id = r
-                    .team
+                    .consumer
                     .as_ref()
                     .map_or(CONSUMER_BARRIER.to_string(), |t| t.barrier.clone());
-                self.emit(format!("bar.sync {id}, {};", r.consumers / r.teams))
+                self.emit(format!("bar.sync {id}, {};", r.consumers / r.consumer_groups))
             }
         }
     }
@@ -280,9 +281,9 @@ impl<'a> Lower<'a> {
             }
             ScratchAt::Dynamic(offset) => self.dynamic_address(offset, None),
         };
-        // Teams taking turns: this thread's team's part.
-        if let Some(team) = self.roles.as_ref().and_then(|r| r.team.as_ref()?.scratch.clone()) {
-            self.emit(format!("add.s32 {base}, {base}, {team};"));
+        // Ping-pong consumers: this thread's consumer's part.
+        if let Some(part) = self.roles.as_ref().and_then(|r| r.consumer.as_ref()?.scratch.clone()) {
+            self.emit(format!("add.s32 {base}, {base}, {part};"));
         }
         base
     }
@@ -293,7 +294,7 @@ impl<'a> Lower<'a> {
         let a = self.reg(RegClass::B32);
         self.emit(format!("mov.u32 {a}, {}_dyn_smem;", self.entry));
         self.emit(format!("add.s32 {a}, {a}, {offset};"));
-        if let Some(t) = &self.twins {
+        if let Some(t) = &self.persistent {
             let line = format!("add.s32 {a}, {a}, {};", t.offset);
             self.emit(line);
         }

@@ -17,6 +17,7 @@ mod control;
 mod convert;
 mod emit;
 mod memory;
+mod persistent;
 mod pipeline;
 mod reduce;
 mod specialize;
@@ -25,7 +26,6 @@ mod tensor_core;
 mod tma;
 mod tma_store;
 mod transpose;
-mod twins;
 mod wgmma;
 
 pub use state::{CLUSTER_BLOCKS, TensorMap};
@@ -44,18 +44,18 @@ pub struct Lowered {
     pub threads: u32,
     /// Tensor maps to pass after the regular parameters (TMA copies).
     pub tensor_maps: Vec<TensorMap>,
-    /// A persistent grid (see `lower/specialize.rs`, `lower/twins.rs`): the
+    /// A persistent grid (see `lower/specialize.rs`, `lower/persistent.rs`): the
     /// launcher starts only the blocks that fit on the GPU at once and
     /// passes the block count it was asked for as the last parameter.
     pub persistent: bool,
     /// Blocks per cluster along x (1: no clusters): a persistent grid whose
-    /// pairs of blocks share operand tiles (see `lower/cluster.rs`); the launcher
+    /// the blocks of a 2-CTA cluster share operand tiles (see `lower/cluster.rs`); the launcher
     /// starts a multiple of it.
     pub cluster: u32,
     /// The tensors whose tiles `mma` pipelines copy into shared memory
     /// (`cp.async` or TMA), sorted.
     pub pipelined: Vec<usize>,
-    /// Two consumer warpgroups take turns on the tiles (see `lower/specialize.rs`).
+    /// Ping-pong consumers: two consumer warpgroups take turns on the tiles (see `lower/specialize.rs`).
     pub ping_pong: bool,
     /// The tensors read only by TMA copies, sorted: their arguments need a
     /// 16-byte aligned address and strides, but no particular shape.
@@ -78,7 +78,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         tensor_maps: Vec::new(),
         tma_params: Vec::new(),
         roles: None,
-        twins: None,
+        persistent: None,
         func,
         entry: entry_name.to_string(),
         layouts: cx.layouts,
@@ -102,17 +102,17 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         split_words: HashMap::new(),
     };
     let mut params = l.params(entry_name);
-    if let Some(team_bytes) = plan.persistent_teams {
-        l.twins_prologue(team_bytes);
-        l.twins_body(&func.body);
+    if let Some(half_bytes) = plan.persistent {
+        l.persistent_prologue(half_bytes);
+        l.persistent_body(&func.body);
     }
-    let persistent = l.twins.is_some() || (cx.path == MmaPath::Wgmma && l.specialize(&func.body));
+    let persistent = l.persistent.is_some() || (cx.path == MmaPath::Wgmma && l.specialize(&func.body));
     if !persistent {
         l.ops(&func.body);
     }
     params.append(&mut l.tma_params);
     params.extend(l.roles.as_ref().map(|r| r.grid_param.clone()));
-    params.extend(l.twins.as_ref().map(|t| t.grid_param.clone()));
+    params.extend(l.persistent.as_ref().map(|t| t.grid_param.clone()));
     let cluster = plan
         .specialization
         .as_ref()
@@ -147,7 +147,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         persistent,
         cluster: cluster.unwrap_or(1),
         pipelined: plan.pipelined.clone(),
-        ping_pong: plan.specialization.as_ref().is_some_and(|s| s.teams > 1),
+        ping_pong: plan.specialization.as_ref().is_some_and(|s| s.consumer_groups > 1),
         tma_only: tma_only.into_iter().collect(),
     }
 }

@@ -345,7 +345,7 @@ impl Lower<'_> {
         if let Some(previous) = self.roles.as_ref().map(|r| r.previous.clone()) {
             self.release_previous(plan);
             self.emit(format!("mov.b32 {previous}, {};", plan.read_stage));
-            self.remember_partner();
+            self.remember_peer();
             self.next_stage(plan, &plan.read_stage, Some(&plan.phase));
             return;
         }
@@ -372,7 +372,7 @@ impl Lower<'_> {
             self.emit("wgmma.wait_group.sync.aligned 0;");
         }
         if self.roles.is_some() {
-            // One team: the last stage read goes back to the producer in
+            // One consumer: the last stage read goes back to the producer in
             // the next block's first iteration. Two: see `end_turn`. The
             // consumers need no barrier among themselves.
             self.end_turn();

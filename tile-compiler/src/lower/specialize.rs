@@ -71,9 +71,9 @@ fn entry_registers(consumers: u32) -> Option<u32> {
     (threads * 255 > SM_REGISTERS).then_some(SM_REGISTERS / threads / 8 * 8)
 }
 
-/// Named barriers of two teams taking turns, each its own: the one they
-/// synchronize on among themselves, and their turn's (see [`Team`]).
-const TEAM_BARRIERS: u32 = 3;
+/// Named barriers of two ping-pong consumers, each its own: the one they
+/// synchronize on among themselves, and their turn's (see [`Consumer`]).
+const PING_PONG_BARRIERS: u32 = 3;
 const TURN_BARRIERS: u32 = 5;
 
 impl Lower<'_> {
@@ -90,7 +90,7 @@ impl Lower<'_> {
         };
         let plan = self.pipeline(spec.plan.var).expect("the specialized loop is pipelined");
         let slice: Vec<&Op> = spec.slice.iter().map(|&i| &body[i]).collect();
-        let (teams, paired) = (spec.teams, spec.clustered);
+        let (consumer_groups, paired) = (spec.consumer_groups, spec.clustered);
         // The empty mbarriers follow the full ones, and the ready ones
         // those. Clustered blocks' consumers release each other's stages too.
         let releases = if paired { 2 } else { 1 } * self.func.num_warps;
@@ -99,7 +99,7 @@ impl Lower<'_> {
             barriers.push((StageBarrier::Ready, TRANSPOSER_THREADS));
         }
 
-        let consumers = teams * self.func.num_warps * 32;
+        let consumers = consumer_groups * self.func.num_warps * 32;
         let grid_param = EntryParam {
             name: format!("{}_grid", self.entry),
             ty: "u32",
@@ -113,24 +113,24 @@ impl Lower<'_> {
             l.emit(format!("setp.eq.u32 {p}, {lane}, 0;"));
             p
         });
-        // Two teams: each its barriers, and the second one's scratch area
+        // Ping-pong consumers: each its barriers, and the second one's scratch area
         // after the first's.
-        let team = (teams > 1).then(|| {
+        let consumer = (consumer_groups > 1).then(|| {
             self.in_prologue(|l| {
                 let [index, barrier, turn, other_turn] = [(); 4].map(|_| l.reg(RegClass::B32));
                 let first = l.reg(RegClass::Pred);
                 l.emit(format!("shr.u32 {index}, {}, 7;", l.tid));
-                l.emit(format!("add.s32 {barrier}, {index}, {TEAM_BARRIERS};"));
+                l.emit(format!("add.s32 {barrier}, {index}, {PING_PONG_BARRIERS};"));
                 l.emit(format!("add.s32 {turn}, {index}, {TURN_BARRIERS};"));
                 l.emit(format!("xor.b32 {other_turn}, {index}, 1;"));
                 l.emit(format!("add.s32 {other_turn}, {other_turn}, {TURN_BARRIERS};"));
                 l.emit(format!("setp.eq.u32 {first}, {index}, 0;"));
-                let scratch = l.plan.team_scratch.map(|bytes| {
+                let scratch = l.plan.consumer_scratch.map(|bytes| {
                     let s = l.reg(RegClass::B32);
                     l.emit(format!("mul.lo.u32 {s}, {index}, {bytes};"));
                     s
                 });
-                Team {
+                Consumer {
                     barrier,
                     scratch,
                     turn,
@@ -140,11 +140,11 @@ impl Lower<'_> {
             })
         });
         let cluster = paired.then(|| self.cluster(plan.staged.len()));
-        let roles = Roles {
+        let roles = WarpRoles {
             plan: plan.clone(),
             consumers,
-            teams,
-            team,
+            consumer_groups,
+            consumer,
             entry_registers: entry_registers(consumers),
             block: self.reg(RegClass::B32),
             grid,
@@ -172,16 +172,16 @@ impl Lower<'_> {
         self.emit(format!("mov.b32 {}, 0;", plan.phase));
         self.emit(format!("mov.b32 {}, -1;", self.roles.as_ref().expect("roles").previous));
         let compute = |l: &mut Self| {
-            l.pair_partner();
+            l.cluster_peer();
             l.ops(body)
         };
-        if teams == 1 {
+        if consumer_groups == 1 {
             self.each_block(&block, compute);
         } else {
             self.each_turn(&block, &slice, &plan, (*lo, *hi), compute);
         }
         if paired {
-            // The partner's producer waits for this block's last stage too.
+            // The peer's producer waits for this block's last stage too.
             self.release_previous(&plan);
         }
         self.emit(format!("bra {exit};"));
@@ -203,7 +203,7 @@ impl Lower<'_> {
         if paired {
             // Idle now: exited threads do not hold up the cluster barrier
             // at exit, where a warp's idle lanes would wait the kernel out
-            // beside the lane that copies (ncu: the copying lane slowed).
+            // beside the lane that copies, and slow it.
             self.emit(format!("@{lane} exit;"));
         } else {
             self.emit(format!("@{lane} bra {exit};"));
@@ -238,7 +238,7 @@ impl Lower<'_> {
         self.each_block(block, |l| {
             if l.roles.as_ref().is_some_and(|r| r.cluster.is_some()) {
                 let plan = l.roles.as_ref().expect("roles").plan.clone();
-                l.pair_tiles(&plan, slice);
+                l.cluster_tiles(&plan, slice);
             } else {
                 for op in slice {
                     l.op(op);
@@ -264,9 +264,9 @@ impl Lower<'_> {
         self.emit(format!("{end}:"));
     }
 
-    /// Two consumer teams' share of the blocks: team 1 (the second
-    /// warpgroup) starts past team 0's first block, and after each of its
-    /// blocks each team skips the next, the other's: it computes that
+    /// Two ping-pong consumers' share of the blocks: consumer 1 (the second
+    /// warpgroup) starts past consumer 0's first block, and after each of its
+    /// blocks each consumer skips the next, the other's: it computes that
     /// block's loop bounds (the scalar ops `slice`) and moves its read stage
     /// on past the stages the producer fills for it.
     fn each_turn(
@@ -280,21 +280,25 @@ impl Lower<'_> {
         let (first, step) = (self.special("%ctaid.x"), self.special("%nctaid.x"));
         let grid = self.roles.as_ref().expect("roles").grid.clone();
         let (head, end, done) = (self.label("block"), self.label("blocks_done"), self.reg(RegClass::Pred));
-        let team0 = self.reg(RegClass::Pred);
+        let first_consumer = self.reg(RegClass::Pred);
         self.emit(format!("mov.b32 {block}, {first};"));
         self.emit(format!(
-            "setp.lt.u32 {team0}, {}, {};",
+            "setp.lt.u32 {first_consumer}, {}, {};",
             self.tid,
             self.func.num_warps * 32
         ));
-        self.emit(format!("@{team0} bra {head};"));
+        self.emit(format!("@{first_consumer} bra {head};"));
         self.skip_block(block, slice, plan, (lo, hi));
         self.emit(format!("add.s32 {block}, {block}, {step};"));
         self.emit(format!("{head}:"));
         self.emit(format!("setp.ge.u32 {done}, {block}, {grid};"));
         self.emit(format!("@{done} bra {end};"));
-        let team = self.roles.as_ref().and_then(|r| r.team.as_ref()).expect("two teams");
-        let (turn, first) = (team.turn.clone(), team.first.clone());
+        let consumer = self
+            .roles
+            .as_ref()
+            .and_then(|r| r.consumer.as_ref())
+            .expect("two consumer_groups");
+        let (turn, first) = (consumer.turn.clone(), consumer.first.clone());
         self.emit(format!("@!{first} bar.sync {turn}, {};", 2 * self.func.num_warps * 32));
         self.emit(format!("setp.ne.u32 {first}, 0, 0;"));
         body(self);
@@ -345,14 +349,14 @@ impl Lower<'_> {
         self.emit(format!("{end}:"));
     }
 
-    /// Two teams, after a K-loop: the last stage read goes back to the
-    /// producer (it fills the other team's stages next), and the other
-    /// team's turn comes if it has a next block (this one's plus the
+    /// Ping-pong consumers, after a K-loop: the last stage read goes back to the
+    /// producer (it fills the other consumer's stages next), and the other
+    /// consumer's turn comes if it has a next block (this one's plus the
     /// blocks running).
     pub(super) fn end_turn(&mut self) {
         let roles = self.roles.as_ref().expect("roles");
-        let Some(team) = &roles.team else { return };
-        let (plan, previous, other_turn) = (roles.plan.clone(), roles.previous.clone(), team.other_turn.clone());
+        let Some(consumer) = &roles.consumer else { return };
+        let (plan, previous, other_turn) = (roles.plan.clone(), roles.previous.clone(), consumer.other_turn.clone());
         let (block, grid) = (roles.block.clone(), roles.grid.clone());
         self.release_previous(&plan);
         self.emit(format!("mov.b32 {previous}, -1;"));
@@ -367,7 +371,7 @@ impl Lower<'_> {
     }
 
     /// Consumers: each warp's lane 0 arrives on the empty mbarrier of the
-    /// stage `Roles::previous` (-1: none), handing it back to the producer
+    /// stage `WarpRoles::previous` (-1: none), handing it back to the producer
     /// (in a cluster, to both blocks' producers).
     pub(super) fn release_previous(&mut self, plan: &Pipeline) {
         let roles = self.roles.as_ref().expect("roles");
@@ -378,7 +382,7 @@ impl Lower<'_> {
         let bar = self.stage_barrier(plan, &stage, StageBarrier::Empty);
         let state = self.reg(RegClass::B64);
         self.emit(format!("@{p} mbarrier.arrive.shared::cta.b64 {state}, [{bar}];"));
-        self.release_to_partner(&bar, &p);
+        self.release_to_peer(&bar, &p);
     }
 }
 

@@ -1,6 +1,6 @@
 //! The lowering's state types: what the emitter holds besides registers
 //! per value (a tensor's parameter registers, a pipeline's stage
-//! registers, warp specialization's roles, a persistent block's teams, a
+//! registers, warp specialization's roles, a persistent block's halves, a
 //! cluster's ranks), shared by the op families that emit with them.
 
 use crate::plan::pipeline::LoopPlan;
@@ -121,39 +121,39 @@ pub struct TensorMap {
     pub tf32: bool,
 }
 
-/// Named barrier of the consumers when they are one team (0 is the
+/// Named barrier of the consumers when they are one warpgroup group (0 is the
 /// block's; [`super::transpose`] takes 2).
 pub(super) const CONSUMER_BARRIER: u32 = 1;
 
-/// One of two consumer teams taking turns, as its threads see it (registers).
-pub(super) struct Team {
+/// One of two ping-pong consumer warpgroups, as its threads see it (registers).
+pub(super) struct Consumer {
     /// The named barrier its threads synchronize on.
     pub(super) barrier: String,
     /// The offset of its scratch area (`None`: the kernel has none).
     pub(super) scratch: Option<String>,
     /// Its turn's named barrier, which it waits on before a K-loop and
-    /// the other team arrives on after the one before. A team's K-loop
+    /// the other consumer arrives on after the one before. A consumer's K-loop
     /// thus starts once the other's has waited for its last stage: the
     /// stage mbarriers' phases, told apart by parity alone, are then at
     /// most one behind the one it waits for.
     pub(super) turn: String,
-    /// The other team's turn barrier.
+    /// The other consumer's turn barrier.
     pub(super) other_turn: String,
     /// Whether its next K-loop is the first of the (persistent) block's,
-    /// which no turn precedes: only the first team's, at the start.
+    /// which no turn precedes: only the first consumer's, at the start.
     pub(super) first: String,
 }
 
 /// A warp-specialized kernel's roles.
-pub(super) struct Roles {
+pub(super) struct WarpRoles {
     /// The pipelined loop, which both roles follow.
     pub(super) plan: Pipeline,
     /// Threads of the consumer role: the block's first ones.
     pub(super) consumers: u32,
-    /// Consumer warpgroups taking turns (ping-pong consumers), and this
-    /// thread's team when there are two.
-    pub(super) teams: u32,
-    pub(super) team: Option<Team>,
+    /// Consumer warpgroups taking turns (ping-pong consumers: 1 or 2), and
+    /// this thread's consumer when there are two.
+    pub(super) consumer_groups: u32,
+    pub(super) consumer: Option<Consumer>,
     /// Each thread's registers at entry when the roles then move some
     /// (`setmaxnreg`): the even share.
     pub(super) entry_registers: Option<u32>,
@@ -168,17 +168,17 @@ pub(super) struct Roles {
     pub(super) previous: String,
     /// Whether this thread is its warp's lane 0 (which releases stages).
     pub(super) lane0: String,
-    /// Set when pairs of blocks share operand tiles ([`super::cluster`]).
+    /// Set when the blocks of a 2-CTA cluster share operand tiles ([`super::cluster`]).
     pub(super) cluster: Option<Cluster>,
 }
 
-/// The registers of a two-team block.
-pub(super) struct Twins {
-    /// This thread's team's named barrier.
+/// The registers of a persistent block of two tiles (two halves).
+pub(super) struct Persistent {
+    /// This thread's half's named barrier.
     pub(super) barrier: String,
-    /// Where its team's half of dynamic shared memory starts.
+    /// Where its half of dynamic shared memory starts.
     pub(super) offset: String,
-    /// The block this team computes now (`block_id(0)`).
+    /// The block this half computes now (`block_id(0)`).
     pub(super) block: String,
     /// The block count the launch asked for (`num_blocks(0)`).
     pub(super) grid: String,
@@ -196,9 +196,9 @@ pub(super) struct Cluster {
     /// releases of the stages of the block being computed: the other one
     /// of the cluster, or this one when the pair's other block is past the
     /// launch's end.
-    pub(super) partner: String,
-    /// The same for the stage in `Roles::previous`.
-    pub(super) previous_partner: String,
+    pub(super) peer: String,
+    /// The same for the stage in `WarpRoles::previous`.
+    pub(super) previous_peer: String,
     /// Producer: per staged tile, whether the two blocks of the pair being
     /// filled load it alike (each then copies half, multicast to both).
     pub(super) shared: Vec<String>,

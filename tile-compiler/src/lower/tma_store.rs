@@ -4,10 +4,9 @@
 //! one thread copies the panel to global memory with
 //! `cp.async.bulk.tensor`. The hardware drops the elements past the
 //! tensor's end, so no thread computes addresses or bounds, and the stores
-//! leave the load/store queue to the stage barriers of the team whose
-//! K-loop runs meanwhile (ncu, tf32 8192x768x2304: the accumulators'
-//! 8-byte global stores stalled on a full queue; CUTLASS's and cuBLAS's
-//! epilogues store through TMA).
+//! leave the load/store queue to the stage barriers of the consumer whose
+//! K-loop runs meanwhile (the accumulators' 8-byte global stores stall on
+//! a full queue; CUTLASS's and cuBLAS's epilogues store through TMA too).
 //!
 //! A panel's copy reads the shared memory after the store returns, so its
 //! thread waits for that read (`cp.async.bulk.wait_group.read`) before the
@@ -34,7 +33,7 @@ impl Lower<'_> {
             return false;
         };
         let roles = self.roles.as_ref().expect("TMA stores are warp-specialized");
-        let team_threads = roles.consumers / roles.teams;
+        let group_threads = roles.consumers / roles.consumer_groups;
         let l = self.layout(value);
         let eb = self.func.tensor(t).dtype.bytes();
         let rank = l.shape.len();
@@ -71,7 +70,7 @@ impl Lower<'_> {
             .collect();
         let leader = self.reg(RegClass::Pred);
         let first = self.reg(RegClass::B32);
-        self.emit(format!("and.b32 {first}, {}, {};", self.tid, team_threads - 1));
+        self.emit(format!("and.b32 {first}, {}, {};", self.tid, group_threads - 1));
         self.emit(format!("setp.eq.u32 {leader}, {first}, 0;"));
         let src = self.regs_of(value);
         let base = self.scratch_base();

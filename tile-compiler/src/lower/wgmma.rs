@@ -186,11 +186,11 @@ impl Lower<'_> {
             // The stage holds tf32 already (its TMA copy rounded it,
             // [`super::tma::TensorMap::tf32`]): masking the low 13 bits
             // changes no value. It keeps an ALU operation between each
-            // `ld.shared` and the `wgmma` reading its register. When ptxas
-            // let `wgmma` read the loaded registers directly, the paired
-            // 128x256 tiles computed wrong 64x128 blocks now and then
-            // (H100, 2026-11-24, BENCHMARKS), `wgmma.fence` notwithstanding.
-            // `cvt.rna` did the same job in three instructions.
+            // `ld.shared` and the `wgmma` reading its register: when ptxas
+            // let `wgmma` read the loaded registers directly, clustered
+            // 128x256 tiles computed wrong 64x128 blocks now and then,
+            // `wgmma.fence` notwithstanding. `cvt.rna` would take three
+            // instructions.
             let mut fragments = HashMap::new();
             for (r, element) in elements.iter().enumerate() {
                 if half.contains(&(r / 4 % k_steps)) {
@@ -252,7 +252,7 @@ impl Lower<'_> {
     /// through the whole loop, and ptxas 13.0 (and the driver of that
     /// release) miscompiled it when the body branches (the mask's `if`): it
     /// gave its registers to a tile computed later in the body, so the
-    /// next iteration's product read that tile (wrong rows on an H100).
+    /// next iteration's product read that tile (wrong rows).
     /// An operand whose conversion was not emitted
     /// ([`Conversion::StoredUnconverted`](crate::plan::scratch::Conversion))
     /// is stored from the tile it converts, as that tile's registers lie.
@@ -329,7 +329,7 @@ impl Lower<'_> {
     fn warpgroup_offsets(&mut self, tables: &[&[usize]]) -> (Vec<String>, String) {
         self.in_prologue(|l| {
             // The warpgroup within the tile (warpgroups past the kernel's
-            // are other consumer teams: see `specialize`).
+            // are the other ping-pong consumer: see `specialize`).
             let group = l.reg(RegClass::B32);
             l.emit(format!("shr.u32 {group}, {}, 7;", l.tid));
             l.emit(format!("and.b32 {group}, {group}, {};", l.func.num_warps / 4 - 1));

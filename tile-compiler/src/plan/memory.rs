@@ -40,7 +40,7 @@ pub const SM_REGISTERS: u32 = 65536;
 /// offsets and bounds.
 const LOOP_REGISTERS: usize = 8;
 
-/// Alignment of the scratch area (and of each team's part): the 1024-byte
+/// Alignment of the scratch area (and of each consumer's part): the 1024-byte
 /// period of the 128-byte swizzle, which TMA applies to shared addresses
 /// (`lower/tma_store.rs`).
 pub const SCRATCH_ALIGN: usize = 1024;
@@ -78,8 +78,8 @@ struct Placement {
     scratch_offset: Option<usize>,
     scratch_on_stages: bool,
     stage_budget: Option<usize>,
-    team_scratch: Option<usize>,
-    persistent_teams: Option<usize>,
+    consumer_scratch: Option<usize>,
+    persistent: Option<usize>,
 }
 
 /// What the kernel takes with the pipelines' stages within `stage_budget`.
@@ -117,21 +117,21 @@ struct Footprint {
 
 /// Places the resources of the kernel of `cx`, warp-specialized where
 /// `specialize` allows it ((ping-pong, clusters) on the `wgmma` path),
-/// as two tiles per persistent block where `persistent_teams` allows it
+/// as two tiles per persistent block where `persistent` allows it
 /// and two blocks would share an SM (the portable path). An error when
 /// the block needs more shared memory than it can have.
-pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent_teams: bool) -> crate::error::Result<Plan> {
+pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -> crate::error::Result<Plan> {
     let mut how = Placement::default();
     loop {
         let fp = walk(cx, specialize, how.stage_budget);
         let mut threads = cx.func.num_warps * 32;
         let mut shared = fp.scratch;
         if let Some(spec) = &fp.specialization {
-            if spec.teams > 1 && shared > 0 {
-                // Teams take a scratch area each, one after the other.
-                let per_team = how.team_scratch.unwrap_or(shared.next_multiple_of(SCRATCH_ALIGN));
-                how.team_scratch = Some(per_team);
-                shared = per_team * spec.teams as usize;
+            if spec.consumer_groups > 1 && shared > 0 {
+                // Ping-pong consumers take a scratch area each, one after the other.
+                let per_consumer = how.consumer_scratch.unwrap_or(shared.next_multiple_of(SCRATCH_ALIGN));
+                how.consumer_scratch = Some(per_consumer);
+                shared = per_consumer * spec.consumer_groups as usize;
             }
             threads = spec.consumers(cx.func.num_warps) + PRODUCER_THREADS;
         }
@@ -204,8 +204,8 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent_teams: b
                 MAX_BLOCK_SHARED_BYTES / 1024
             );
         }
-        let (dynamic_bytes, threads) = match how.persistent_teams {
-            Some(team_bytes) => (2 * team_bytes, 2 * threads),
+        let (dynamic_bytes, threads) = match how.persistent {
+            Some(half_bytes) => (2 * half_bytes, 2 * threads),
             None => (dynamic_bytes, threads),
         };
         let min_blocks = (fp.specialization.is_none() && !fp.pipelined.is_empty()).then(|| {
@@ -215,20 +215,20 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent_teams: b
                 fp.mma_live_registers + fp.copy_registers,
             )
         });
-        let team_bytes = dynamic_bytes.next_multiple_of(SCRATCH_ALIGN);
-        if persistent_teams
-            && how.persistent_teams.is_none()
+        let half_bytes = dynamic_bytes.next_multiple_of(SCRATCH_ALIGN);
+        if persistent
+            && how.persistent.is_none()
             && min_blocks.is_some_and(|b| b >= 2)
             && 2 * threads * 255 <= SM_REGISTERS
             && static_bytes == 0
-            && 2 * team_bytes <= MAX_BLOCK_SHARED_BYTES
+            && 2 * half_bytes <= MAX_BLOCK_SHARED_BYTES
         {
-            // Two blocks fit on an SM: run them as the two teams of one
+            // Two blocks fit on an SM: run them as the two halves of one
             // block on a persistent grid instead, each with its half. Not
             // when a thread of the doubled block would have fewer than 255
-            // registers: at 128 (256-thread teams) the loop's own registers
+            // registers: at 128 (256-thread halves) the loop's own registers
             // spilled the f32 128x128 tiles.
-            how.persistent_teams = Some(team_bytes);
+            how.persistent = Some(half_bytes);
             continue;
         }
         let scratch_at = match how.scratch_offset {
@@ -246,12 +246,12 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent_teams: b
             unsupported: fp.unsupported,
             pipelined: fp.pipelined.into_iter().collect(),
             scratch_at,
-            team_scratch: how.team_scratch,
+            consumer_scratch: how.consumer_scratch,
             static_bytes,
             dynamic_bytes,
             threads,
             min_blocks,
-            persistent_teams: how.persistent_teams,
+            persistent: how.persistent,
         });
     }
 }

@@ -157,9 +157,9 @@ pub struct Plan {
     /// The tensors the pipelines copy, sorted.
     pub pipelined: Vec<usize>,
     /// Where the scratch area lives, and with ping-pong consumers the bytes
-    /// of each team's part.
+    /// of each consumer's part.
     pub scratch_at: ScratchAt,
-    pub team_scratch: Option<usize>,
+    pub consumer_scratch: Option<usize>,
     /// Static and dynamic shared memory of a block, and its threads.
     pub static_bytes: usize,
     pub dynamic_bytes: usize,
@@ -167,6 +167,6 @@ pub struct Plan {
     /// The blocks per SM the entry declares (`.minnctapersm`), if any.
     pub min_blocks: Option<u32>,
     /// Two tiles per persistent block (the portable path): the bytes of
-    /// dynamic shared memory each of its two teams owns.
-    pub persistent_teams: Option<usize>,
+    /// dynamic shared memory each of its two halves owns.
+    pub persistent: Option<usize>,
 }

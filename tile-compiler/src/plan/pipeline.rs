@@ -146,13 +146,13 @@ pub fn uses(ops: &[Op], v: ValueId) -> usize {
 /// loop, used only (through a transpose) by a conversion into an `mma`
 /// fragment layout. With `transposing` (a warp-specialized producer), tf32
 /// tiles that `wgmma` cannot read as loaded are transposed in their stage.
-/// `teams`: the consumer warpgroups taking turns on the stages (ping-pong
+/// `consumer_groups`: the consumer warpgroups taking turns on the stages (ping-pong
 /// consumers, see `specialize`). The stages take at most `stage_budget`
 /// bytes, when given.
 pub fn plan_loop(
     cx: &Context,
     (var, body): (ValueId, &[Op]),
-    (transposing, teams): (bool, u32),
+    (transposing, consumer_groups): (bool, u32),
     stage_budget: Option<usize>,
 ) -> Option<LoopPlan> {
     let inside = defined_in(body);
@@ -247,7 +247,7 @@ pub fn plan_loop(
     // their other work (attention). Two consumer warpgroups of a
     // specialized kernel (splitting a tile, or taking turns) and the
     // producer's hold a whole SM's registers: they take the stages.
-    let shares_sm = teams == 1 && (cx.func.num_warps == 4 || !transposing);
+    let shares_sm = consumer_groups == 1 && (cx.func.num_warps == 4 || !transposing);
     let stages = match (cx.num_stages, cx.path) {
         (Some(n), _) => n as usize,
         (None, MmaPath::Portable) => (budget / offset).clamp(2, 4),

@@ -22,7 +22,7 @@ pub const PRODUCER_THREADS: u32 = 128;
 pub const TRANSPOSER_THREADS: u32 = PRODUCER_THREADS - 32;
 
 /// Registers per consumer thread that register tiles may take for two
-/// teams to take turns, of the 232 each thread then has (the rest hold
+/// ping-pong consumers, of the 232 each thread then has (the rest hold
 /// addresses, descriptors and temporaries): in the K-loop, the
 /// accumulators and register-sourced operands (a 64x256 tf32 tile
 /// computed transposed, 128 + 64, spills); in the epilogue, the
@@ -39,7 +39,7 @@ pub struct Specialization {
     pub at: usize,
     pub plan: LoopPlan,
     /// Consumer warpgroups taking turns on the tiles (ping-pong): 1 or 2.
-    pub teams: u32,
+    pub consumer_groups: u32,
     /// The top-level ops before the loop that the producer runs for each
     /// block (the loop's bounds and the copied tiles' indices), by index.
     pub slice: Vec<usize>,
@@ -49,7 +49,7 @@ pub struct Specialization {
 
 impl Specialization {
     /// The kernel of `cx` warp-specialized, when it can be; two consumer
-    /// teams only where `ping_pong` allows, clusters only where `clusters`
+    /// consumers only where `ping_pong` allows, clusters only where `clusters`
     /// does. The loop's stages take at most `stage_budget` bytes.
     pub fn of(
         cx: &Context,
@@ -79,7 +79,7 @@ impl Specialization {
         };
         // A product awaited as soon as it is issued (its accumulator fresh
         // or rescaled each step, as attention's are) stalls its warps,
-        // which a producer running ahead does not help; teams taking turns
+        // which a producer running ahead does not help; ping-pong consumers
         // on whole loops would serialize them. Such loops keep every warp
         // a consumer, and blocks that fit several to an SM overlap one
         // another's products instead.
@@ -89,8 +89,8 @@ impl Specialization {
         if !accumulates {
             return None;
         }
-        let teams = teams(cx, body, ping_pong);
-        let plan = plan_loop(cx, (*var, loop_body), (true, teams), stage_budget).filter(|p| p.tma)?;
+        let consumer_groups = consumer_groups(cx, body, ping_pong);
+        let plan = plan_loop(cx, (*var, loop_body), (true, consumer_groups), stage_budget).filter(|p| p.tma)?;
         let mut needed: HashSet<ValueId> = [*lo, *hi].into();
         needed.extend(
             plan.staged
@@ -104,7 +104,7 @@ impl Specialization {
         Some(Specialization {
             at,
             plan,
-            teams,
+            consumer_groups,
             slice,
             clustered,
         })
@@ -112,7 +112,7 @@ impl Specialization {
 
     /// Threads of the consumer role, which the block's first threads take.
     pub fn consumers(&self, num_warps: u32) -> u32 {
-        self.teams * num_warps * 32
+        self.consumer_groups * num_warps * 32
     }
 }
 
@@ -127,7 +127,7 @@ pub fn mmas(ops: &[Op]) -> Vec<&Op> {
 /// Consumer warpgroups that take turns on a block's tiles: two when the
 /// kernel's `wgmma`s are one warpgroup's, its register tiles fit (see
 /// [`TEAM_LOOP_REGISTERS`]) and `ping_pong` allows it; else one.
-fn teams(cx: &Context, body: &[Op], ping_pong: bool) -> u32 {
+fn consumer_groups(cx: &Context, body: &[Op], ping_pong: bool) -> u32 {
     let registers = |v: ValueId| 1usize << cx.layout(v).reg.len();
     let (mut accumulators, mut operands) = (0, 0);
     for op in mmas(body) {
