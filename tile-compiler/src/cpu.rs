@@ -162,6 +162,7 @@ impl Cx<'_> {
                     UnaryOp::Rsqrt => quote!(rsqrt),
                     UnaryOp::Tanh => quote!(tanh),
                     UnaryOp::Erf => quote!(erf),
+                    UnaryOp::Gelu => quote!(gelu),
                     UnaryOp::Abs => quote!(abs),
                 };
                 let a_ = v(*a);

@@ -70,6 +70,9 @@ pub enum UnaryOp {
     Rsqrt,
     Tanh,
     Erf,
+    /// GELU in the tanh form (GPT-2's `gelu_new`):
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    Gelu,
     Abs,
 }
 

@@ -651,6 +651,14 @@ pub mod ops {
     pub fn erf<T: Float>(a: T) -> T {
         a.via(libm::erff)
     }
+    /// GELU in the tanh form (GPT-2's `gelu_new`), in f32.
+    #[inline]
+    pub fn gelu<T: Float>(a: T) -> T {
+        a.via(|x| {
+            let inner = std::f32::consts::FRAC_2_SQRT_PI * std::f32::consts::FRAC_1_SQRT_2 * (x + 0.044715 * x * x * x);
+            0.5 * x * (1.0 + inner.tanh())
+        })
+    }
 
     /// Conversion between element types with Rust `as` semantics (saturating
     /// float-to-int, bit-preserving i32/u32, round-to-nearest to half types).

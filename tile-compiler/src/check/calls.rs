@@ -21,6 +21,7 @@ impl Checker<'_> {
             "rsqrt" => Some(UnaryOp::Rsqrt),
             "tanh" => Some(UnaryOp::Tanh),
             "erf" => Some(UnaryOp::Erf),
+            "gelu" => Some(UnaryOp::Gelu),
             "abs" => Some(UnaryOp::Abs),
             _ => None,
         };
@@ -197,7 +198,7 @@ impl Checker<'_> {
             "where_" | "r#where" => bail!(func.span(), "the per-element choice is spelled `select(cond, a, b)`"),
             _ => bail!(
                 func.span(),
-                "unknown DSL function `{name}`: a kernel can call only DSL operations (block_id, num_blocks, arange, full, zeros, exp, exp2, log, log2, sqrt, rsqrt, tanh, erf, abs, max, min, select, cdiv, mma) and methods on tensors and tiles"
+                "unknown DSL function `{name}`: a kernel can call only DSL operations (block_id, num_blocks, arange, full, zeros, exp, exp2, log, log2, sqrt, rsqrt, tanh, erf, gelu, abs, max, min, select, cdiv, mma) and methods on tensors and tiles"
             ),
         }
     }

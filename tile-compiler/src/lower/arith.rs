@@ -43,7 +43,30 @@ impl Lower<'_> {
             (UnaryOp::Rsqrt, _) => self.emit(format!("rsqrt.approx.f32 {d}, {a};")),
             (UnaryOp::Tanh, _) => self.emit(format!("tanh.approx.f32 {d}, {a};")),
             (UnaryOp::Erf, _) => return self.erf(a),
+            (UnaryOp::Gelu, _) => return self.gelu(a),
         }
+        d
+    }
+
+    /// GELU in the tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`,
+    /// the cubic term in one `fma`.
+    fn gelu(&mut self, x: &str) -> String {
+        let cube = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {cube}, {x}, {x};"));
+        self.emit(format!("mul.f32 {cube}, {cube}, {x};"));
+        let inner = self.reg(RegClass::F32);
+        self.emit(format!("fma.rn.f32 {inner}, {cube}, {}, {x};", f32_imm(0.044715)));
+        self.emit(format!(
+            "mul.f32 {inner}, {inner}, {};",
+            f32_imm((2.0 / std::f64::consts::PI).sqrt())
+        ));
+        let t = self.reg(RegClass::F32);
+        self.emit(format!("tanh.approx.f32 {t}, {inner};"));
+        self.emit(format!("add.f32 {t}, {t}, 0f3F800000;"));
+        let half = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {half}, {x}, 0f3F000000;"));
+        let d = self.reg(RegClass::F32);
+        self.emit(format!("mul.f32 {d}, {half}, {t};"));
         d
     }
 
