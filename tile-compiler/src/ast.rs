@@ -19,24 +19,72 @@ pub struct Kernel {
     pub num_warps: Option<u32>,
     /// `num_stages = N` from the attribute: the depth of `mma` pipelines.
     pub num_stages: Option<u32>,
-    /// Combinations of listed values not to build (`skip = [(T = f32, BN = 256)]`).
-    pub skips: Vec<Skip>,
+    /// The const parameters' configurations (`configs = [(BM = 64, BN = 128), ..]`),
+    /// in the attribute's order; empty when each const parameter lists its values.
+    pub configs: Vec<Config>,
+    /// The tuning the attribute declares (`grid = ..`, `key = [..]`): the
+    /// generated `run` picks a configuration by timing them.
+    pub tuning: Option<Tuning>,
 }
 
-/// One skipped combination: each named parameter at one of its listed
-/// values; a specialization matching all of them is not built.
-pub struct Skip {
-    /// (index into `types`, element type)
-    pub types: Vec<(usize, DType)>,
-    /// (index into `consts`, value)
-    pub consts: Vec<(usize, i64)>,
+/// One configuration of the const parameters: a specialization for each
+/// combination of element types it allows.
+pub struct Config {
+    /// Per type parameter, the element types this configuration is built
+    /// for; every listed one when empty.
+    pub types: Vec<Vec<DType>>,
+    /// The value of each const parameter, in declaration order.
+    pub consts: Vec<i64>,
 }
 
-impl Skip {
-    /// Whether the specialization with these type and const values is skipped.
-    pub fn matches(&self, types: &[DType], consts: &[i64]) -> bool {
-        self.types.iter().all(|&(i, d)| types[i] == d) && self.consts.iter().all(|&(i, v)| consts[i] == v)
+impl Config {
+    /// Whether this configuration is built for the element types `types`.
+    pub fn allows(&self, types: &[DType]) -> bool {
+        self.types
+            .iter()
+            .zip(types)
+            .all(|(allowed, d)| allowed.is_empty() || allowed.contains(d))
     }
+}
+
+/// What the generated `run` computes on the host before a launch: the
+/// tuning key (problem sizes, each rounded to its size class, that share a
+/// choice) and the grid, per configuration.
+pub struct Tuning {
+    pub key: Vec<HostExpr>,
+    /// The grid's axes, x first (one to three).
+    pub grid: Vec<HostExpr>,
+}
+
+/// An integer expression the host evaluates at launch, from the arguments'
+/// shapes, integer scalars and a configuration's const values.
+#[derive(Clone, Debug)]
+pub enum HostExpr {
+    Int(i64),
+    /// A const parameter, by index.
+    Const(usize),
+    /// An integer scalar parameter, by index among all parameters.
+    Scalar(usize),
+    /// `t.shape(axis)` of the tensor parameter `param`.
+    Dim {
+        param: usize,
+        axis: usize,
+        span: Span,
+    },
+    Binary(HostOp, Box<HostExpr>, Box<HostExpr>),
+}
+
+/// The operations of a [`HostExpr`]; division rounds down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// `cdiv(a, b)`: the division rounded up.
+    Cdiv,
+    Max,
+    Min,
 }
 
 /// A type parameter standing for an element type, and the types to build it for.

@@ -86,81 +86,89 @@ fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> Str
     t.chain(c).collect::<Vec<_>>().join(", ")
 }
 
-/// Compiles a kernel: every specialization, both access widths.
+/// The type and const values of every specialization to build, in order:
+/// every combination of the listed element types with every listed value
+/// of each const parameter, or with each configuration that allows it.
+fn specializations(kernel: &ast::Kernel) -> Vec<(Vec<dtype::DType>, Vec<i64>)> {
+    let type_lists: Vec<Vec<dtype::DType>> = kernel.types.iter().map(|t| t.dtypes.clone()).collect();
+    let const_lists: Vec<Vec<i64>> = kernel.consts.iter().map(|c| c.values.clone()).collect();
+    let mut out = Vec::new();
+    for types in combinations(&type_lists) {
+        if kernel.configs.is_empty() {
+            out.extend(combinations(&const_lists).into_iter().map(|v| (types.clone(), v)));
+        } else {
+            out.extend(
+                (kernel.configs.iter())
+                    .filter(|c| c.allows(&types))
+                    .map(|c| (types.clone(), c.consts.clone())),
+            );
+        }
+    }
+    out
+}
+
+/// Compiles a kernel: every specialization, every variant.
 pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
     let kernel = parse::parse_kernel(attr, item)?;
     let mut funcs = Vec::new();
     let mut variants = Vec::new();
-    let type_lists: Vec<Vec<dtype::DType>> = kernel.types.iter().map(|t| t.dtypes.clone()).collect();
-    let const_lists: Vec<Vec<i64>> = kernel.consts.iter().map(|c| c.values.clone()).collect();
-    for types in combinations(&type_lists) {
-        for values in combinations(&const_lists) {
-            if kernel.skips.iter().any(|s| s.matches(&types, &values)) {
-                continue;
+    for (types, values) in specializations(&kernel) {
+        let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
+        let in_variant = |e: Error| {
+            if generic {
+                Error::new(
+                    e.span,
+                    format!("{} (building {})", e.message, describe(&kernel, &types, &values)),
+                )
+            } else {
+                e
             }
-            let generic = !kernel.consts.is_empty() || !kernel.types.is_empty();
-            let in_variant = |e: Error| {
-                if generic {
-                    Error::new(
-                        e.span,
-                        format!("{} (building {})", e.message, describe(&kernel, &types, &values)),
-                    )
-                } else {
-                    e
-                }
-            };
-            let type_names: Vec<(String, dtype::DType)> = kernel
-                .types
-                .iter()
-                .zip(&types)
-                .map(|(t, d)| (t.name.to_string(), *d))
-                .collect();
-            let names: Vec<(String, i64)> = kernel
-                .consts
-                .iter()
-                .zip(&values)
-                .map(|(c, v)| (c.name.to_string(), *v))
-                .collect();
-            let mut func = check::check(&kernel, &type_names, &names).map_err(in_variant)?;
-            simplify::simplify(&mut func);
-            func.num_warps = warps::choose_warps(&func, kernel.num_warps);
-            warps::check_registers(&kernel, &func).map_err(in_variant)?;
-            let suffix: String = types
-                .iter()
-                .map(|d| format!("_{d}"))
-                .chain(values.iter().map(|v| format!("_{v}")))
-                .collect();
-            for planned in variants::variants(&func, &kernel).map_err(in_variant)? {
-                let entry = format!("{}{suffix}_{}", kernel.name, planned.kind);
-                let lowered = lower::lower(&planned.laid_out.context(), &planned.plan, &entry);
-                variants.push(Variant {
-                    types: types.clone(),
-                    consts: values.clone(),
-                    vectorized: planned.laid_out.vectorized.clone(),
-                    entry,
-                    ptx: lowered.text,
-                    threads: lowered.threads,
-                    shared_bytes: lowered.shared_bytes,
-                    dynamic_shared_bytes: lowered.dynamic_shared_bytes,
-                    target: planned.target,
-                    tensor_maps: lowered.tensor_maps,
-                    persistent: lowered.persistent,
-                    cluster: lowered.cluster,
-                    tma_only: lowered.tma_only,
-                });
-            }
-            funcs.push(Specialization {
+        };
+        let type_names: Vec<(String, dtype::DType)> = kernel
+            .types
+            .iter()
+            .zip(&types)
+            .map(|(t, d)| (t.name.to_string(), *d))
+            .collect();
+        let names: Vec<(String, i64)> = kernel
+            .consts
+            .iter()
+            .zip(&values)
+            .map(|(c, v)| (c.name.to_string(), *v))
+            .collect();
+        let mut func = check::check(&kernel, &type_names, &names).map_err(in_variant)?;
+        simplify::simplify(&mut func);
+        func.num_warps = warps::choose_warps(&func, kernel.num_warps);
+        warps::check_registers(&kernel, &func).map_err(in_variant)?;
+        let suffix: String = types
+            .iter()
+            .map(|d| format!("_{d}"))
+            .chain(values.iter().map(|v| format!("_{v}")))
+            .collect();
+        for planned in variants::variants(&func, &kernel).map_err(in_variant)? {
+            let entry = format!("{}{suffix}_{}", kernel.name, planned.kind);
+            let lowered = lower::lower(&planned.laid_out.context(), &planned.plan, &entry);
+            variants.push(Variant {
                 types: types.clone(),
-                consts: values,
-                func,
+                consts: values.clone(),
+                vectorized: planned.laid_out.vectorized.clone(),
+                entry,
+                ptx: lowered.text,
+                threads: lowered.threads,
+                shared_bytes: lowered.shared_bytes,
+                dynamic_shared_bytes: lowered.dynamic_shared_bytes,
+                target: planned.target,
+                tensor_maps: lowered.tensor_maps,
+                persistent: lowered.persistent,
+                cluster: lowered.cluster,
+                tma_only: lowered.tma_only,
             });
         }
-    }
-    if funcs.is_empty() {
-        return Err(Error::new(
-            kernel.name.span(),
-            "`skip` leaves no specialization to build: skip fewer combinations",
-        ));
+        funcs.push(Specialization {
+            types,
+            consts: values,
+            func,
+        });
     }
     let ranks: Vec<Vec<usize>> = funcs
         .iter()
@@ -181,9 +189,34 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             "a tensor's rank differs between specializations: every specialization must index each tensor with the same number of coordinates",
         ));
     }
+    if let Some(tuning) = &kernel.tuning {
+        for e in tuning.key.iter().chain(&tuning.grid) {
+            check_axes(&kernel, e, &ranks[0])?;
+        }
+    }
     Ok(CompiledKernel {
         kernel,
         funcs,
         variants,
     })
+}
+
+/// Checks that every `t.shape(d)` of a tuning expression names an axis of `t`.
+fn check_axes(kernel: &ast::Kernel, e: &ast::HostExpr, ranks: &[usize]) -> Result<()> {
+    match e {
+        ast::HostExpr::Dim { param, axis, span } if *axis >= ranks[*param] => Err(Error::new(
+            *span,
+            format!(
+                "`{}` has rank {}: its axes are 0 to {}",
+                kernel.params[*param].name,
+                ranks[*param],
+                ranks[*param].saturating_sub(1)
+            ),
+        )),
+        ast::HostExpr::Binary(_, a, b) => {
+            check_axes(kernel, a, ranks)?;
+            check_axes(kernel, b, ranks)
+        }
+        _ => Ok(()),
+    }
 }

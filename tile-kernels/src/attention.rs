@@ -26,21 +26,15 @@ use tile::{DType, Element, Stream, Tensor};
 /// of 64 or more would spill.
 #[tile::kernel(
     T = [f32, bf16, f16],
-    BQ = [64, 128],
-    BK = [32, 64, 128],
-    D = [32, 64, 128],
     num_warps = 4,
-    skip = [
-        (BQ = 64, D = 32),
-        (BQ = 64, D = 64),
-        (BQ = 64, BK = 128),
-        (BQ = 128, D = 128, BK = 32),
-        (BQ = 128, D = 128, BK = 64),
-        (BK = 128, D = 32),
-        (BK = 128, D = 64),
-        (T = f32, BK = 128),
-        (T = f32, BK = 64, D = 64),
-        (T = f32, BK = 64, D = 128)
+    configs = [
+        (BQ = 64, BK = 32, D = 128),
+        (T = [bf16, f16], BQ = 64, BK = 64, D = 128),
+        (BQ = 128, BK = 32, D = 32),
+        (BQ = 128, BK = 32, D = 64),
+        (BQ = 128, BK = 64, D = 32),
+        (T = [bf16, f16], BQ = 128, BK = 64, D = 64),
+        (T = [bf16, f16], BQ = 128, BK = 128, D = 128),
     ]
 )]
 pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(

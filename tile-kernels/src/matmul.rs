@@ -293,10 +293,18 @@ pub fn run_batched<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c:
 /// (H100, BENCHMARKS.md).
 #[tile::kernel(
     T = [f16, bf16, f32],
-    BM = [64, 128],
-    BN = [64, 128, 256],
-    BK = [32, 64],
-    skip = [(T = f32, BK = 64), (BM = 128, BN = 64)]
+    configs = [
+        (BM = 64, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
+        (BM = 64, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 128, BK = 64),
+        (BM = 64, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 256, BK = 64),
+        (BM = 128, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 128, BK = 64),
+        (BM = 128, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 256, BK = 64),
+    ]
 )]
 pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
     let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8 * BN / BM);
@@ -318,10 +326,18 @@ pub fn blocks(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
 /// [`matmul`] is, for [`run_linear`] to tune.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    BM = [64, 128],
-    BN = [64, 128, 256],
-    BK = [32, 64],
-    skip = [(T = f32, BK = 64), (BM = 128, BN = 64)]
+    configs = [
+        (BM = 64, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
+        (BM = 64, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 128, BK = 64),
+        (BM = 64, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 256, BK = 64),
+        (BM = 128, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 128, BK = 64),
+        (BM = 128, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 256, BK = 64),
+    ]
 )]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
@@ -348,10 +364,20 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
 /// connection after it. Shapes as [`linear`]; `residual: [M, N]`.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    BM = [64, 128],
-    BN = [64, 128, 256],
-    BK = [32, 64],
-    skip = [(T = f32, BN = 256), (T = f32, BK = 64)]
+    configs = [
+        (BM = 64, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
+        (BM = 64, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 128, BK = 64),
+        (T = [f16, bf16], BM = 64, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 256, BK = 64),
+        (BM = 128, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 64, BK = 64),
+        (BM = 128, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 128, BK = 64),
+        (T = [f16, bf16], BM = 128, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 256, BK = 64),
+    ]
 )]
 pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T>,
@@ -373,10 +399,20 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 /// `c: [B, M, N]`. Grid: `(blocks(M, N, BM, BN), B)`.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    BM = [64, 128],
-    BN = [64, 128, 256],
-    BK = [32, 64],
-    skip = [(T = f32, BK = 64)]
+    configs = [
+        (BM = 64, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
+        (BM = 64, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 128, BK = 64),
+        (BM = 64, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 64, BN = 256, BK = 64),
+        (BM = 128, BN = 64, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 64, BK = 64),
+        (BM = 128, BN = 128, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 128, BK = 64),
+        (BM = 128, BN = 256, BK = 32),
+        (T = [f16, bf16], BM = 128, BN = 256, BK = 64),
+    ]
 )]
 pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
     a: &Tensor<T>,

@@ -5,12 +5,12 @@
 use crate::ast::*;
 use crate::dtype::DType;
 use crate::error::{Error, Result, bail};
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, TokenStream};
 use syn::Expr as SynExpr;
 use syn::spanned::Spanned;
 
 mod attr;
-use attr::{Attr, parse_attr, resolve_skip};
+use attr::{Attr, host_expr, parse_attr, resolve_config};
 
 /// Parses `#[tile::kernel(ATTR)]` and its `fn` item into a [`Kernel`].
 pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
@@ -20,7 +20,9 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         lists,
         num_warps,
         num_stages,
-        skips: raw_skips,
+        configs: raw_configs,
+        key,
+        grid,
     } = parse_attr(attr)?;
     let sig = &func.sig;
     if let Some(a) = &sig.asyncness {
@@ -55,10 +57,24 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
                         c.ident
                     );
                 }
-                let Some((_, items)) = lists.iter().find(|(n, _)| *n == c.ident) else {
+                let listed = lists.iter().find(|(n, _)| *n == c.ident);
+                if !raw_configs.is_empty() {
+                    if let Some((name, _)) = listed {
+                        bail!(
+                            name.span(),
+                            "`{name}` takes its values from `configs`: list them there, not here"
+                        );
+                    }
+                    consts.push(ConstParam {
+                        name: c.ident.clone(),
+                        values: Vec::new(),
+                    });
+                    continue;
+                }
+                let Some((_, items)) = listed else {
                     bail!(
                         c.ident.span(),
-                        "const parameter `{0}` has no specialization list: list the values to build in the attribute, e.g. #[tile::kernel({0} = [64, 128])]",
+                        "const parameter `{0}` has no specialization list: list the values to build in the attribute, e.g. #[tile::kernel({0} = [64, 128])], or give `configs = [({0} = 64, ..), ..]`",
                         c.ident
                     );
                 };
@@ -129,10 +145,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         }
     }
 
-    let skips = raw_skips
-        .iter()
-        .map(|pairs| resolve_skip(pairs, &types, &consts))
-        .collect::<Result<Vec<Skip>>>()?;
+    let configs = configs(&raw_configs, &types, &mut consts)?;
 
     let mut params = Vec::new();
     for input in &sig.inputs {
@@ -158,6 +171,28 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         });
     }
 
+    let const_names: Vec<Ident> = consts.iter().map(|c| c.name.clone()).collect();
+    let host = |e: &SynExpr| host_expr(e, &const_names, &params);
+    let tuning = match (grid, key) {
+        (None, None) => None,
+        (None, Some(key)) => bail!(
+            key.first().map_or(sig.ident.span(), |k| k.span()),
+            "a tuning `key` goes with the `grid` the generated `run` launches: add `grid = ..`"
+        ),
+        (Some(grid), key) => {
+            let axes: Vec<&SynExpr> = match &grid {
+                SynExpr::Tuple(t) => t.elems.iter().collect(),
+                other => vec![other],
+            };
+            if axes.len() > 3 {
+                bail!(grid.span(), "a grid has at most three axes: `grid = (x, y, z)`");
+            }
+            Some(Tuning {
+                key: key.unwrap_or_default().iter().map(host).collect::<Result<_>>()?,
+                grid: axes.into_iter().map(host).collect::<Result<_>>()?,
+            })
+        }
+    };
     let body = parse_block(&func.block)?;
     Ok(Kernel {
         name: sig.ident.clone(),
@@ -169,8 +204,46 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         body,
         num_warps,
         num_stages,
-        skips,
+        configs,
+        tuning,
     })
+}
+
+/// The configurations, resolved: each names every const parameter, and
+/// each listed element type is built with at least one. Fills the const
+/// parameters' values (each distinct value, in order of appearance).
+fn configs(raw: &[attr::RawConfig], types: &[TypeParam], consts: &mut [ConstParam]) -> Result<Vec<Config>> {
+    let names: Vec<Ident> = consts.iter().map(|c| c.name.clone()).collect();
+    let mut out: Vec<Config> = Vec::new();
+    for r in raw {
+        let config = resolve_config(r, types, &names)?;
+        let same = |c: &Config| c.consts == config.consts && c.types == config.types;
+        if out.iter().any(same) {
+            bail!(r.0, "this configuration is given twice");
+        }
+        out.push(config);
+    }
+    for config in &out {
+        for (c, &v) in consts.iter_mut().zip(&config.consts) {
+            if !c.values.contains(&v) {
+                c.values.push(v);
+            }
+        }
+    }
+    for (i, t) in types.iter().enumerate() {
+        if let Some(d) = t
+            .dtypes
+            .iter()
+            .find(|d| !out.is_empty() && !out.iter().any(|c| c.types[i].is_empty() || c.types[i].contains(d)))
+        {
+            bail!(
+                t.name.span(),
+                "no configuration builds `{} = {d}`: name it in one, or drop it from the list",
+                t.name
+            );
+        }
+    }
+    Ok(out)
 }
 
 pub(super) fn int_lit(e: &SynExpr) -> Result<i64> {

@@ -1,9 +1,10 @@
-// `skip` leaves combinations of listed values unbuilt: here f32 with the
-// wide block. The others build; launching a skipped one is a typed error
+// `configs` lists the const values to build, each for every listed element
+// type or for those it names: here BLOCK = 16 for both types and 32 for
+// bf16 alone. Launching f32 with BLOCK = 32 is a typed error
 // (`Error::NotBuilt`), so generic code can dispatch over all of them.
 use tile::prelude::*;
 
-#[tile::kernel(T = [f32, bf16], BLOCK = [16, 32], skip = [(T = f32, BLOCK = 32)])]
+#[tile::kernel(T = [f32, bf16], configs = [(BLOCK = 16,), (T = bf16, BLOCK = 32)])]
 fn double<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
     let i = block_id(0);
     y.store([i], x.load([i], [BLOCK]) * 2);
@@ -21,5 +22,6 @@ fn main() {
     let mut yb = HostTensor::zeros(&[32]);
     double::cpu::<bf16, 32>(1, &xb, &mut yb).unwrap();
     assert!(yb.to_vec().iter().enumerate().all(|(j, &v)| v.to_f32() == 2.0 * j as f32));
+    // Three specializations, each with its portable variants.
     assert_eq!(double::KERNEL.variants.len(), 3 * 2);
 }
