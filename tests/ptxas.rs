@@ -103,7 +103,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
     let mut module = Target::module(target, variants[0]);
     for v in &variants[1..] {
         module.push('\n');
-        module.push_str(v.ptx);
+        module.push_str(&v.ptx);
     }
     let path = dir.join(format!("{}.{}.ptx", k.name, target.name()));
     std::fs::write(&path, module).unwrap();
@@ -128,7 +128,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
     }
     let reports = parse_reports(&stderr);
     for v in variants {
-        let Some((_, r)) = reports.iter().find(|(n, _)| n == v.entry) else {
+        let Some((_, r)) = reports.iter().find(|(n, _)| *n == v.entry) else {
             outcome
                 .failures
                 .push(format!("{} {}: no ptxas report for {}", k.name, target.name(), v.entry));

@@ -9,65 +9,72 @@ use crate::{CompiledKernel, Variant};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
+/// `d` as the expansion writes it: `::tile::DType::F32`.
 fn runtime_dtype(d: DType) -> TokenStream {
-    match d {
-        DType::F32 => quote!(::tile::DType::F32),
-        DType::F16 => quote!(::tile::DType::F16),
-        DType::BF16 => quote!(::tile::DType::BF16),
-        DType::I32 => quote!(::tile::DType::I32),
-        DType::U32 => quote!(::tile::DType::U32),
-        DType::Bool => unreachable!("no bool tensors or parameters"),
-    }
+    let name = format_ident!("{d:?}");
+    quote!(::tile::DType::#name)
 }
 
+/// `Cow::Borrowed(&[..])` of `items`: a slice in `static` data.
+fn borrowed_slice(items: impl Iterator<Item = TokenStream>) -> TokenStream {
+    quote!(::std::borrow::Cow::Borrowed(&[#(#items),*]))
+}
+
+/// A variant as a `static` `::tile::Variant` (see `tile_spec::Variant`).
 fn variant_spec(v: &Variant) -> TokenStream {
-    let types = v.types.iter().map(|d| runtime_dtype(*d));
-    let consts = &v.consts;
     let Variant {
+        types,
+        consts,
         vectorized,
         entry,
-        ptx,
         threads,
         shared_bytes,
         dynamic_shared_bytes,
+        target,
+        tensor_maps,
+        tma_only,
         persistent,
         cluster,
-        tma_only,
-        ..
+        ptx,
     } = v;
-    let target = match v.target {
+    let (entry, ptx) = (entry.as_ref(), ptx.as_ref());
+    let types = borrowed_slice(types.iter().map(|d| runtime_dtype(*d)));
+    let consts = borrowed_slice(consts.iter().map(|c| quote!(#c)));
+    let vectorized = borrowed_slice(vectorized.iter().map(|p| quote!(#p)));
+    let tma_only = borrowed_slice(tma_only.iter().map(|p| quote!(#p)));
+    let target = match target {
         None => quote!(::core::option::Option::None),
         Some(t) => {
-            let name = format_ident!("{}", format!("{t:?}"));
+            let name = format_ident!("{t:?}");
             quote!(::core::option::Option::Some(::tile::Target::#name))
         }
     };
-    let tensor_maps = v.tensor_maps.iter().map(|m| {
-        let (param, dims, swizzle, interleaved, tf32) =
-            (m.param, &m.box_dims, m.swizzle_bytes, m.interleaved_rows, m.tf32);
-        quote!(::tile::TensorMapSpec {
+    let tensor_maps = borrowed_slice(tensor_maps.iter().map(|m| {
+        let (param, swizzle, interleaved, tf32) = (m.param, m.swizzle_bytes, m.interleaved_rows, m.tf32);
+        let box_dims = borrowed_slice(m.box_dims.iter().map(|d| quote!(#d)));
+        quote!(::tile::TensorMap {
             param: #param,
-            box_dims: &[#(#dims),*],
+            box_dims: #box_dims,
             swizzle_bytes: #swizzle,
             interleaved_rows: #interleaved,
             tf32: #tf32,
         })
-    });
+    }));
     quote! {
-        ::tile::VariantSpec {
-            types: &[#(#types),*],
-            consts: &[#(#consts),*],
-            vectorized: &[#(#vectorized),*],
-            entry: #entry,
+        ::tile::Variant {
+            types: #types,
+            consts: #consts,
+            vectorized: #vectorized,
+            entry: ::std::borrow::Cow::Borrowed(#entry),
             threads: #threads,
             shared_bytes: #shared_bytes,
             dynamic_shared_bytes: #dynamic_shared_bytes,
             target: #target,
-            tensor_maps: &[#(#tensor_maps),*],
-            tma_only: &[#(#tma_only),*],
+            tensor_maps: #tensor_maps,
+            tma_only: #tma_only,
             persistent: #persistent,
             cluster: #cluster,
-            ptx: #ptx,
+            ptx: ::std::borrow::Cow::Borrowed(#ptx),
         }
     }
 }

@@ -24,45 +24,12 @@ pub mod ptx;
 pub mod simplify;
 
 pub use error::{Error, Result};
-pub use ptx::Target;
+pub use tile_spec::{Target, Variant};
 
 use proc_macro2::TokenStream;
 
 /// Registers per thread a tile may take before the kernel is rejected.
 const MAX_ELEMS_PER_THREAD: usize = 128;
-
-/// One PTX entry: a const assignment, with or without 16-byte vector accesses.
-pub struct Variant {
-    pub types: Vec<dtype::DType>,
-    pub consts: Vec<i64>,
-    /// The tensor parameters (indices among all parameters) accessed with
-    /// 16-byte vectors: all of them, none, or those the `mma` pipelines copy.
-    pub vectorized: Vec<usize>,
-    pub entry: String,
-    /// The `.entry` text; prepend [`Target::header`] for a module.
-    pub ptx: String,
-    pub threads: u32,
-    pub shared_bytes: usize,
-    pub dynamic_shared_bytes: usize,
-    /// The only target this variant is for (`wgmma` needs sm_90a); `None`
-    /// for portable PTX, valid on every target.
-    pub target: Option<Target>,
-    /// Tensor maps the launcher encodes and passes after the parameters (TMA).
-    pub tensor_maps: Vec<lower::TensorMap>,
-    /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
-    pub persistent: bool,
-    /// Blocks per cluster (see [`lower::Lowered::cluster`]).
-    pub cluster: u32,
-    /// The tensors read only by TMA copies (see [`lower::Lowered::tma_only`]).
-    pub tma_only: Vec<usize>,
-}
-
-impl Variant {
-    /// A complete PTX module for `target`.
-    pub fn module(&self, target: Target) -> String {
-        format!("{}{}", target.header(), self.ptx)
-    }
-}
 
 /// One assignment of a kernel's type and const parameters, and its IR.
 pub struct Specialization {
@@ -245,6 +212,18 @@ fn describe(kernel: &ast::Kernel, types: &[dtype::DType], values: &[i64]) -> Str
     t.chain(c).collect::<Vec<_>>().join(", ")
 }
 
+/// The lowering's description of a tensor map as the shared type the
+/// runtime reads.
+fn spec_tensor_map(m: lower::TensorMap) -> tile_spec::TensorMap {
+    tile_spec::TensorMap {
+        param: m.param,
+        box_dims: m.box_dims.into(),
+        swizzle_bytes: m.swizzle_bytes,
+        interleaved_rows: m.interleaved_rows,
+        tf32: m.tf32,
+    }
+}
+
 /// Compiles a kernel: every specialization, both access widths.
 pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
     let kernel = parse::parse_kernel(attr, item)?;
@@ -290,19 +269,19 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 .chain(values.iter().map(|v| format!("_{v}")))
                 .collect();
             let variant = |vectorized: Vec<usize>, entry: String, lowered: lower::Lowered, target| Variant {
-                types: types.clone(),
-                consts: values.clone(),
-                vectorized,
-                entry,
-                ptx: lowered.text,
+                types: types.clone().into(),
+                consts: values.clone().into(),
+                vectorized: vectorized.into(),
+                entry: entry.into(),
+                ptx: lowered.text.into(),
                 threads: lowered.threads,
                 shared_bytes: lowered.shared_bytes,
                 dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                 target,
-                tensor_maps: lowered.tensor_maps,
+                tensor_maps: lowered.tensor_maps.into_iter().map(spec_tensor_map).collect(),
                 persistent: lowered.persistent,
                 cluster: lowered.cluster,
-                tma_only: lowered.tma_only,
+                tma_only: lowered.tma_only.into(),
             };
             // Every tensor accessed with vectors; then (for an `mma` kernel
             // whose pipelines copy only some tensors) only those; then none.

@@ -7,12 +7,13 @@
 use crate::device::Stream;
 use crate::grid::Grid;
 use crate::repitch::{Rows, Source};
-use crate::spec::{KernelSpec, ParamSpec, Site, Target};
+use crate::spec::{KernelSpec, ParamSpec, Site};
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
 use crate::{Element, Error, Result, Tensor};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
+use tile_spec::Target;
 
 /// The most rounds of tiles (each block's two teams taking one tile each)
 /// a grid may need for two teams per block to run. H100, bf16: faster at

@@ -26,12 +26,13 @@ mod retype;
 pub use retype::{retype, retype_mut};
 
 pub use device::{Device, Event, Stream, device_count, driver_present};
-pub use dtype::{DType, Element};
+pub use dtype::Element;
 pub use error::{Error, Result};
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use launch::{Arg, check_cpu_args, launch};
-pub use spec::{KernelRef, KernelSpec, ParamSpec, Site, Target, TensorMapSpec, VariantSpec, registered_kernels};
+pub use spec::{KernelRef, KernelSpec, ParamSpec, Site, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
+pub use tile_spec::{DType, Target, TensorMap, Variant};
 
 pub use inventory;

@@ -2,7 +2,7 @@
 //! specializations and the PTX of every variant. Built as `static` data by
 //! `#[tile::kernel]`; registered with `inventory` so tools can list every kernel.
 
-use crate::DType;
+use tile_spec::{DType, Target, Variant};
 
 /// A kernel parameter as the launcher checks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,79 +28,6 @@ impl ParamSpec {
     }
 }
 
-/// A tensor map a variant takes: a box of one tensor parameter, copied by
-/// TMA into shared memory with a swizzle.
-#[derive(Debug)]
-pub struct TensorMapSpec {
-    /// Index of the tensor among the kernel's parameters.
-    pub param: usize,
-    /// The box, innermost dimension first, in elements.
-    pub box_dims: &'static [u32],
-    /// Shared-memory swizzle span in bytes: 32, 64 or 128.
-    pub swizzle_bytes: u32,
-    /// The tensor's rows (second-innermost dimension) are split into
-    /// (k / 4 % 2, k % 4, k / 8), innermost first, so that a box stores
-    /// them interleaved; the rows must be a multiple of 8.
-    pub interleaved_rows: bool,
-    /// The copy rounds f32 elements to tf32 (to nearest), for the tensor
-    /// cores: `CU_TENSOR_MAP_DATA_TYPE_TFLOAT32`.
-    pub tf32: bool,
-}
-
-/// One compiled PTX entry.
-#[derive(Debug)]
-pub struct VariantSpec {
-    /// Element types of the kernel's type parameters, in declaration order.
-    pub types: &'static [DType],
-    /// Values of the kernel's const parameters, in declaration order.
-    pub consts: &'static [i64],
-    /// The tensor parameters (indices among all parameters) this variant
-    /// accesses with 16-byte vectors: valid only when each of those
-    /// arguments is 16-byte aligned with a contiguous last dimension whose
-    /// length and the other strides are multiples of 16 bytes (the
-    /// launcher checks). All tensors, none, or those an `mma` kernel's
-    /// pipelines copy (`cp.async`, TMA).
-    pub vectorized: &'static [usize],
-    /// The `.entry` name.
-    pub entry: &'static str,
-    /// Threads per block.
-    pub threads: u32,
-    /// Static shared memory the entry declares.
-    pub shared_bytes: usize,
-    /// Dynamic shared memory to launch with (pipeline stages).
-    pub dynamic_shared_bytes: usize,
-    /// The only target this variant runs on (`wgmma` needs sm_90a), or
-    /// `None` for portable PTX.
-    pub target: Option<Target>,
-    /// Tensor maps (TMA copies) the launcher encodes and passes after the
-    /// regular parameters, in order.
-    pub tensor_maps: &'static [TensorMapSpec],
-    /// The tensor parameters read only by TMA copies (among `vectorized`):
-    /// their arguments need a 16-byte aligned address and strides that are
-    /// multiples of 16 bytes, but no particular shape, and a read-only one
-    /// whose rows are not 16 bytes apart may be copied into rows that are
-    /// (see `launch`).
-    pub tma_only: &'static [usize],
-    /// On a persistent grid (warp-specialized on sm_90a; portable: two
-    /// teams per block): the launcher starts at most as many blocks along x
-    /// as fit on the GPU at once and passes the requested count last; each
-    /// block loops over its share.
-    pub persistent: bool,
-    /// Blocks per cluster along x (1: none): the entry requires clusters of
-    /// that many blocks (`.reqnctapercluster`), so the launcher starts a
-    /// multiple of it, and no more clusters than fit on the GPU at once.
-    pub cluster: u32,
-    /// The `.entry` text, without the module header (see [`Target::module`]).
-    pub ptx: &'static str,
-}
-
-impl VariantSpec {
-    /// Shared memory a block takes, static and dynamic.
-    pub fn block_shared_bytes(&self) -> usize {
-        self.shared_bytes + self.dynamic_shared_bytes
-    }
-}
-
 /// What a launch may run: the device's target, whether the grid asks for
 /// blocks in pairs (see [`crate::Grid::in_pairs`]), and the shared memory
 /// the device gives one block (a variant that needs more is passed over).
@@ -122,7 +49,7 @@ pub struct KernelSpec {
     pub types: &'static [&'static str],
     /// Names of the const parameters.
     pub consts: &'static [&'static str],
-    pub variants: &'static [VariantSpec],
+    pub variants: &'static [Variant],
 }
 
 impl KernelSpec {
@@ -132,8 +59,8 @@ impl KernelSpec {
     pub fn specializations(&self, types: &[DType]) -> Vec<&'static [i64]> {
         let mut built: Vec<&'static [i64]> = Vec::new();
         for v in self.variants.iter().filter(|v| v.types == types) {
-            if !built.contains(&v.consts) {
-                built.push(v.consts);
+            if !built.contains(&&v.consts[..]) {
+                built.push(&v.consts);
             }
         }
         built
@@ -156,7 +83,7 @@ impl KernelSpec {
         consts: &[i64],
         target: Option<Target>,
         site: Site,
-    ) -> impl Iterator<Item = &'static VariantSpec> {
+    ) -> impl Iterator<Item = &'static Variant> {
         self.variants
             .iter()
             .filter(move |v| v.types == types && v.consts == consts && v.target == target)
@@ -176,7 +103,7 @@ impl KernelSpec {
         consts: &[i64],
         aligned: &[bool],
         (target, site): (Option<Target>, Site),
-    ) -> Option<&'static VariantSpec> {
+    ) -> Option<&'static Variant> {
         self.runnable(types, consts, target, site)
             .filter(|v| v.vectorized.iter().all(|&p| aligned.get(p) == Some(&true)))
             .max_by_key(|v| (v.vectorized.len(), v.cluster, v.persistent))
@@ -185,7 +112,7 @@ impl KernelSpec {
     /// The portable variant for these type and const values that the
     /// arguments' alignment allows on a GPU that gives a block all the
     /// shared memory it asks for (see [`KernelSpec::variant_for`]).
-    pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static VariantSpec> {
+    pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static Variant> {
         let anywhere = Site {
             target: Target::Sm90,
             pairs: false,
@@ -207,7 +134,7 @@ impl KernelSpec {
         consts: &[i64],
         aligned: &[bool],
         site: Site,
-    ) -> Option<&'static VariantSpec> {
+    ) -> Option<&'static Variant> {
         self.best(types, consts, aligned, (Some(site.target), site))
             .or_else(|| self.best(types, consts, aligned, (None, site)))
     }
@@ -224,10 +151,10 @@ impl KernelSpec {
         consts: &[i64],
         (aligned, copyable): (&[bool], &[bool]),
         site: Site,
-    ) -> Option<(&'static VariantSpec, Vec<usize>)> {
-        let copied = |v: &VariantSpec| -> Option<Vec<usize>> {
+    ) -> Option<(&'static Variant, Vec<usize>)> {
+        let copied = |v: &Variant| -> Option<Vec<usize>> {
             let mut copies = Vec::new();
-            for &p in v.vectorized {
+            for &p in v.vectorized.iter() {
                 match (aligned.get(p), copyable.get(p)) {
                     (Some(true), _) => {}
                     (_, Some(true)) if v.tma_only.contains(&p) => copies.push(p),
@@ -244,7 +171,7 @@ impl KernelSpec {
     /// For a portable variant that runs two teams per block, the plain
     /// variant it was made from: same types, consts and vector accesses,
     /// one team per block.
-    pub fn single_team(&self, v: &VariantSpec) -> Option<&'static VariantSpec> {
+    pub fn single_team(&self, v: &Variant) -> Option<&'static Variant> {
         if v.target.is_some() || !v.persistent {
             return None;
         }
@@ -258,20 +185,20 @@ impl KernelSpec {
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.
-    pub fn describe(&self, v: &VariantSpec) -> String {
+    pub fn describe(&self, v: &Variant) -> String {
         let mut parts: Vec<String> = self
             .types
             .iter()
-            .zip(v.types)
+            .zip(v.types.iter())
             .map(|(n, d)| format!("{n}={d}"))
             .collect();
-        parts.extend(self.consts.iter().zip(v.consts).map(|(n, x)| format!("{n}={x}")));
+        parts.extend(self.consts.iter().zip(v.consts.iter()).map(|(n, x)| format!("{n}={x}")));
         let tensors = self
             .params
             .iter()
             .filter(|p| matches!(p, ParamSpec::Tensor { .. }))
             .count();
-        parts.push(match v.vectorized {
+        parts.push(match &v.vectorized[..] {
             [] => "scalar".to_string(),
             all if all.len() == tensors => "vectorized".to_string(),
             some => {
@@ -304,55 +231,42 @@ pub fn registered_kernels() -> Vec<&'static KernelSpec> {
     v
 }
 
-/// A PTX target: the portable sm_90 baseline (JIT-compiled forward by the
-/// driver on sm_100 and sm_120) and the architecture-specific targets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Target {
-    Sm90,
-    Sm90a,
-    Sm100a,
-    Sm120a,
-}
-
-impl Target {
-    pub const ALL: [Target; 4] = [Target::Sm90, Target::Sm90a, Target::Sm100a, Target::Sm120a];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Target::Sm90 => "sm_90",
-            Target::Sm90a => "sm_90a",
-            Target::Sm100a => "sm_100a",
-            Target::Sm120a => "sm_120a",
-        }
-    }
-
-    /// The lowest PTX ISA version that knows the target.
-    pub fn ptx_version(self) -> &'static str {
-        match self {
-            Target::Sm90 => "7.8",
-            Target::Sm90a => "8.0",
-            Target::Sm100a => "8.6",
-            Target::Sm120a => "8.7",
-        }
-    }
-
-    /// A complete PTX module holding `variant` for this target.
-    pub fn module(self, variant: &VariantSpec) -> String {
-        format!(
-            "//\n// Generated by tile (#[tile::kernel]) for {}\n//\n.version {}\n.target {}\n.address_size 64\n\n{}",
-            self.name(),
-            self.ptx_version(),
-            self.name(),
-            variant.ptx
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
 
-    const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> VariantSpec {
+    /// A bf16 variant of a matmul whose blocks run `teams` teams (two:
+    /// persistent) that need `kib` KiB of shared memory each.
+    const fn spec(
+        entry: &'static str,
+        vectorized: &'static [usize],
+        (target, cluster): (Option<Target>, u32),
+        (teams, kib): (u32, usize),
+    ) -> Variant {
+        // The `wgmma` variants read the operands (parameters 0 and 1) by TMA.
+        let tma_only: &'static [usize] = match target {
+            Some(_) => &[0, 1],
+            None => &[],
+        };
+        Variant {
+            types: Cow::Borrowed(&[DType::BF16]),
+            consts: Cow::Borrowed(&[]),
+            vectorized: Cow::Borrowed(vectorized),
+            entry: Cow::Borrowed(entry),
+            threads: teams * 128,
+            shared_bytes: 0,
+            dynamic_shared_bytes: teams as usize * kib * 1024,
+            target,
+            tensor_maps: Cow::Borrowed(&[]),
+            tma_only: Cow::Borrowed(tma_only),
+            persistent: teams == 2,
+            cluster,
+            ptx: Cow::Borrowed(""),
+        }
+    }
+
+    const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> Variant {
         paired(entry, vectorized, target, 1)
     }
 
@@ -361,41 +275,16 @@ mod tests {
         vectorized: &'static [usize],
         target: Option<Target>,
         cluster: u32,
-    ) -> VariantSpec {
-        // The `wgmma` variants read the operands (parameters 0 and 1) by TMA.
-        let tma_only: &'static [usize] = match target {
-            Some(_) => &[0, 1],
-            None => &[],
-        };
-        VariantSpec {
-            types: &[DType::BF16],
-            consts: &[],
-            vectorized,
-            entry,
-            threads: 128,
-            shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            target,
-            tensor_maps: &[],
-            tma_only,
-            persistent: false,
-            cluster,
-            ptx: "",
-        }
+    ) -> Variant {
+        spec(entry, vectorized, (target, cluster), (1, 0))
     }
 
     /// A portable variant whose blocks need `kib` KiB of shared memory,
     /// and with `twins` one running two of them as the teams of one
     /// persistent block.
-    const fn portable(entry: &'static str, vectorized: &'static [usize], kib: usize, twins: bool) -> VariantSpec {
-        let plain = variant(entry, vectorized, None);
+    const fn portable(entry: &'static str, vectorized: &'static [usize], kib: usize, twins: bool) -> Variant {
         let teams = if twins { 2 } else { 1 };
-        VariantSpec {
-            threads: teams * 128,
-            dynamic_shared_bytes: teams as usize * kib * 1024,
-            persistent: twins,
-            ..plain
-        }
+        spec(entry, vectorized, (None, 1), (teams, kib))
     }
 
     static MATMUL: KernelSpec = KernelSpec {
@@ -444,7 +333,7 @@ mod tests {
         let copying = |aligned: [bool; 4], copyable: [bool; 4], target| {
             MATMUL
                 .variant_copying(&[DType::BF16], &[], (&aligned, &copyable), site(target, false))
-                .map(|(v, copies)| (v.entry, copies))
+                .map(|(v, copies)| (&*v.entry, copies))
         };
         // An LM head in `matmul` form: b's rows, and c's, not 16 bytes apart.
         let lm_head = copying([true, false, false, false], [true, true, false, false], Target::Sm90a);
@@ -490,6 +379,7 @@ mod tests {
             .variant_for(&[DType::BF16], &[], &aligned, site)
             .expect("a variant")
             .entry
+            .as_ref()
     }
 
     #[test]
@@ -523,8 +413,8 @@ mod tests {
         );
         // Each two-team variant's plain one, for grids too long for teams.
         let v = &MATMUL.variants;
-        assert_eq!(MATMUL.single_team(&v[6]).map(|p| p.entry), Some("v"));
-        assert_eq!(MATMUL.single_team(&v[7]).map(|p| p.entry), Some("s"));
+        assert_eq!(MATMUL.single_team(&v[6]).map(|p| &*p.entry), Some("v"));
+        assert_eq!(MATMUL.single_team(&v[7]).map(|p| &*p.entry), Some("s"));
         assert!(MATMUL.single_team(&v[0]).is_none() && MATMUL.single_team(&v[3]).is_none());
     }
 

@@ -54,7 +54,7 @@ fn main() -> std::process::ExitCode {
             continue;
         }
         for v in k.variants {
-            let variant = v.entry.strip_prefix(k.name).unwrap_or(v.entry).trim_start_matches('_');
+            let variant = v.entry.strip_prefix(k.name).unwrap_or(&v.entry).trim_start_matches('_');
             for t in targets.iter().filter(|t| v.target.is_none_or(|only| only == **t)) {
                 let path = args.out.join(format!("{}.{}.{}.ptx", k.name, variant, t.name()));
                 if let Err(e) = std::fs::write(&path, t.module(v)) {
