@@ -30,7 +30,7 @@ pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
     Arg, DType, Device, Element, Error, Event, Grid, HostTensor, KernelRef, KernelSpec, ParamSpec, Result, Stream,
-    Target, Tensor, TensorMap, Variant, autotune, device_count, driver_present, registered_kernels, testing,
+    Target, Tensor, TensorMap, Variant, autotune, device_count, driver_present, registered_kernels, select, testing,
 };
 
 /// The names a program using tile usually needs.

@@ -2,7 +2,8 @@
 //! module cache (each PTX variant is loaded once per device).
 
 use crate::repitch::Scratch;
-use crate::spec::{KernelSpec, Site};
+use crate::select::Site;
+use crate::spec::KernelSpec;
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use std::collections::{BTreeSet, HashMap};

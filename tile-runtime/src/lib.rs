@@ -17,6 +17,7 @@ mod grid;
 mod host;
 mod launch;
 mod repitch;
+pub mod select;
 mod spec;
 mod tensor;
 mod tensor_map;
@@ -31,7 +32,7 @@ pub use error::{Error, Result};
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use launch::{Arg, check_cpu_args, launch};
-pub use spec::{KernelRef, KernelSpec, ParamSpec, Site, registered_kernels};
+pub use spec::{KernelRef, KernelSpec, ParamSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
 pub use tile_spec::{DType, Target, TensorMap, Variant};
 
