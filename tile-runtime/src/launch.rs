@@ -1,51 +1,25 @@
-//! Launching a compiled kernel on a GPU: every argument is checked against
-//! the kernel's spec first (ranks, 32-bit addressability, grid limits,
-//! device), then the facts about the arguments go to [`select`], which
+//! Launching a compiled kernel on a GPU: the arguments are checked first
+//! (kinds, element types, ranks and the grid on either backend, see
+//! `backend`; here 32-bit addressability and the device), then the facts about the arguments go to [`select`], which
 //! picks the variant and any operand copies; this module makes the copies,
 //! encodes the tensor maps and launches on the stream.
 
+use crate::backend::Arg;
 use crate::device::Stream;
 use crate::grid::Grid;
 use crate::repitch::{Held, Rows, Source};
 use crate::select::{ArgFacts, for_grid, select};
-use crate::spec::{KernelSpec, ParamSpec};
+use crate::spec::KernelSpec;
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
-use crate::{Element, Error, Result, Tensor};
+use crate::{Error, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
-
-/// One argument of a launch, in the kernel's parameter order.
-pub enum Arg<'a> {
-    Tensor(&'a dyn TensorArg),
-    TensorMut(&'a mut dyn TensorArg),
-    F32(f32),
-    I32(i32),
-    U32(u32),
-}
-
-impl<'a> Arg<'a> {
-    pub fn tensor<T: Element>(t: &'a Tensor<T>) -> Arg<'a> {
-        Arg::Tensor(t)
-    }
-
-    pub fn tensor_mut<T: Element>(t: &'a mut Tensor<T>) -> Arg<'a> {
-        Arg::TensorMut(t)
-    }
-
-    fn tensor_view(&self) -> Option<&dyn TensorArg> {
-        match self {
-            Arg::Tensor(t) => Some(*t),
-            Arg::TensorMut(t) => Some(&**t),
-            _ => None,
-        }
-    }
-}
 
 const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 
 /// Checks the grid against the hardware limits.
-pub fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
+pub(crate) fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
     for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
         if n == 0 || n > max {
             return Err(Error::Grid {
@@ -57,45 +31,16 @@ pub fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
     Ok(())
 }
 
-/// Checks one tensor's rank and that 32-bit element offsets reach all of it.
-fn check_tensor(kernel: &KernelSpec, param: &ParamSpec, shape: &[usize], strides: &[usize]) -> Result<()> {
-    let ParamSpec::Tensor { name, rank, .. } = *param else {
-        unreachable!("checked by the caller")
-    };
-    if shape.len() != rank {
-        return Err(Error::Rank {
-            kernel: kernel.name,
-            param: name,
-            expected: rank,
-            found: shape.len(),
-        });
-    }
+/// Checks that 32-bit element offsets reach all of a tensor.
+fn check_size(kernel: &KernelSpec, param: &'static str, shape: &[usize], strides: &[usize]) -> Result<()> {
     let max_offset = crate::host::span(shape, strides) as u64;
     let too_big = max_offset > i32::MAX as u64 || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
     if too_big {
         return Err(Error::TooLarge {
             kernel: kernel.name,
-            param: name,
+            param,
             max_offset,
         });
-    }
-    Ok(())
-}
-
-/// The argument check of a kernel's CPU version: ranks and grid.
-pub fn check_cpu_args(kernel: &'static KernelSpec, shapes: &[Option<&[usize]>], grid: Grid) -> Result<()> {
-    check_grid(kernel.name, grid)?;
-    for (p, s) in kernel.params.iter().zip(shapes) {
-        if let (ParamSpec::Tensor { name, rank, .. }, Some(shape)) = (p, s) {
-            if shape.len() != *rank {
-                return Err(Error::Rank {
-                    kernel: kernel.name,
-                    param: name,
-                    expected: *rank,
-                    found: shape.len(),
-                });
-            }
-        }
     }
     Ok(())
 }
@@ -135,27 +80,28 @@ enum Raw {
     F32(f32),
 }
 
-/// Launches `kernel` with const values `consts`. Called by the generated
-/// `launch` functions, which fix the argument types.
+/// Launches `kernel` with const values `consts` on `stream`, with
+/// arguments [`Backend::launch_kernel`](crate::Backend::launch_kernel)
+/// checked against its parameters.
 ///
-/// Checks the arguments, gathers the facts [`select`] decides on, makes
+/// Checks what only the GPU needs (32-bit offsets, every tensor on the
+/// stream's device), gathers the facts [`select`] decides on, makes
 /// the copies it asks for and encodes the tensor maps of its variant
 /// (selecting again without them when there is no memory for the copies
 /// or the driver refuses a map), loads the function, lets [`for_grid`]
 /// settle two teams against plain blocks, and launches.
-pub fn launch(
+pub(crate) fn launch(
     kernel: &'static KernelSpec,
     types: &[crate::DType],
     consts: &[i64],
     stream: &Stream,
     grid: Grid,
-    args: &mut [Arg],
+    args: &mut [Arg<'_, dyn TensorArg>],
 ) -> Result<()> {
-    check_grid(kernel.name, grid)?;
     let ctx = stream.device().context().clone();
     for (p, a) in kernel.params.iter().zip(args.iter()) {
         if let Some(t) = a.tensor_view() {
-            check_tensor(kernel, p, t.shape(), t.strides())?;
+            check_size(kernel, p.name(), t.shape(), t.strides())?;
             if !Arc::ptr_eq(t.context(), &ctx) {
                 return Err(Error::WrongContext {
                     kernel: kernel.name,

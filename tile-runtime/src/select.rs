@@ -141,7 +141,7 @@ const MAX_TWO_TEAM_ROUNDS: u64 = 8;
 /// the launcher knows how many of its blocks the GPU holds at once
 /// (`resident_blocks`): a portable variant that runs two teams per block
 /// gains where the last round of tiles is a large part of the work, so on
-/// a grid of more than [`MAX_TWO_TEAM_ROUNDS`] rounds the plain variant it
+/// a grid of more than `MAX_TWO_TEAM_ROUNDS` (8) rounds the plain variant it
 /// was made from (same types, consts and vector accesses, one team per
 /// block) runs instead. Any other variant stays.
 pub fn for_grid(kernel: &KernelSpec, variant: &'static Variant, grid: Grid, resident_blocks: u32) -> &'static Variant {
@@ -336,6 +336,8 @@ mod tests {
             portable("v_twins", &[0, 1, 3], 96, true),
             portable("s_twins", &[], 64, true),
         ],
+        // Selection never runs the CPU version.
+        cpu: |_, _, _, _| Ok(()),
     };
 
     /// A Hopper's site: 227 KiB of shared memory per block.
