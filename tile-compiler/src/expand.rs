@@ -1,6 +1,8 @@
 //! What `#[tile::kernel]` expands to: a module named after the kernel with
-//! the PTX of every specialization, a typed GPU launcher, the CPU reference
-//! function, and a registration in the kernel registry.
+//! `KERNEL` (the PTX of every specialization, and the CPU reference version
+//! dispatching to one function per specialization), `launch_with` and
+//! `launch` (generic over the backend, `tile::Backend`: a GPU stream or the
+//! CPU), and a registration in the kernel registry.
 
 use crate::ast::{Elem, ParamKind};
 use crate::cpu::{self, rust_type};

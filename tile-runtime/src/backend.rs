@@ -10,7 +10,6 @@
 //! types, ranks, and the grid); the GPU then checks what only it needs
 //! (32-bit offsets, the tensors' context).
 
-use crate::launch::check_grid;
 use crate::spec::{KernelSpec, ParamSpec};
 use crate::{Element, Error, Grid, HostTensor, Result, Stream, Tensor, TensorArg};
 use std::any::Any;
@@ -78,8 +77,11 @@ pub enum Arg<'a, O: ?Sized> {
     Tensor(&'a O),
     /// A tensor the kernel writes.
     TensorMut(&'a mut O),
+    /// An `f32` scalar.
     F32(f32),
+    /// An `i32` scalar.
     I32(i32),
+    /// A `u32` scalar.
     U32(u32),
 }
 
@@ -300,7 +302,23 @@ fn check_args<O: TensorView + ?Sized>(
     Ok(())
 }
 
-/// What a parameter takes, for messages: "a read-only tensor", "an f32".
+/// The most blocks a grid may have along x, y and z.
+const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// Checks the grid against the hardware limits.
+fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
+    for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
+        if n == 0 || n > max {
+            return Err(Error::Grid {
+                kernel,
+                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a parameter takes, for messages: "a read-only tensor", "a scalar f32".
 fn wanted(p: &ParamSpec) -> String {
     match p {
         ParamSpec::Tensor { mutable: false, .. } => "a read-only tensor".to_string(),

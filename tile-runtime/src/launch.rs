@@ -1,8 +1,9 @@
-//! Launching a compiled kernel on a GPU: the arguments are checked first
-//! (kinds, element types, ranks and the grid on either backend, see
-//! `backend`; here 32-bit addressability and the device), then the facts about the arguments go to [`select`], which
-//! picks the variant and any operand copies; this module makes the copies,
-//! encodes the tensor maps and launches on the stream.
+//! Launching a compiled kernel on a GPU. The arguments are checked first
+//! (kinds, element types, ranks and the grid as on either backend, see
+//! `backend`; here also 32-bit addressability and the device); then the
+//! facts about the arguments go to [`select`], which picks the variant and
+//! any operand copies; this module makes the copies, encodes the tensor
+//! maps and launches on the stream.
 
 use crate::backend::Arg;
 use crate::device::Stream;
@@ -15,21 +16,6 @@ use crate::tensor_map::{self, TensorMapArg};
 use crate::{Error, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
-
-const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
-
-/// Checks the grid against the hardware limits.
-pub(crate) fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
-    for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
-        if n == 0 || n > max {
-            return Err(Error::Grid {
-                kernel,
-                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
-            });
-        }
-    }
-    Ok(())
-}
 
 /// Checks that 32-bit element offsets reach all of a tensor.
 fn check_size(kernel: &KernelSpec, param: &'static str, shape: &[usize], strides: &[usize]) -> Result<()> {

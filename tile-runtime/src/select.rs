@@ -22,8 +22,11 @@ use tile_spec::{DType, Target, Variant};
 /// device gives one block (a variant that needs more is passed over).
 #[derive(Clone, Copy, Debug)]
 pub struct Site {
+    /// The PTX target whose variants the device runs (see `Device::target`).
     pub target: Target,
+    /// Whether the grid asks for blocks in pairs.
     pub pairs: bool,
+    /// Shared memory one block may have, static and dynamic.
     pub block_shared_bytes: usize,
 }
 
@@ -81,7 +84,9 @@ impl ArgFacts {
 /// reads those copies through TMA; empty for most launches).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
+    /// The variant to launch.
     pub variant: &'static Variant,
+    /// The tensor parameters to copy into rows 16 bytes apart first.
     pub copies: Vec<usize>,
 }
 

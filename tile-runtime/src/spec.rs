@@ -33,14 +33,18 @@ impl ParamSpec {
 /// Everything generated for one `#[tile::kernel]`.
 #[derive(Debug)]
 pub struct KernelSpec {
+    /// The kernel's function name.
     pub name: &'static str,
     /// The Rust module path the kernel was declared in.
     pub module_path: &'static str,
+    /// The parameters, in declaration order.
     pub params: &'static [ParamSpec],
     /// Names of the type parameters.
     pub types: &'static [&'static str],
     /// Names of the const parameters.
     pub consts: &'static [&'static str],
+    /// Every compiled PTX entry: per specialization, the vector and scalar
+    /// variants and those made for a target (see [`crate::select`]).
     pub variants: &'static [Variant],
     /// The CPU version: what a launch on [`Cpu`](crate::Cpu) runs.
     pub cpu: CpuVersion,

@@ -9,11 +9,17 @@ use std::fmt;
 /// takes it, so the runtime never sees it in a tensor or scalar argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// IEEE single precision.
     F32,
+    /// IEEE half precision (`half::f16`).
     F16,
+    /// bfloat16 (`half::bf16`): f32's exponent, 8 bits of mantissa.
     BF16,
+    /// Signed 32-bit integer (wrapping arithmetic).
     I32,
+    /// Unsigned 32-bit integer (wrapping arithmetic).
     U32,
+    /// A predicate: the result of a comparison, inside kernels only.
     Bool,
 }
 
