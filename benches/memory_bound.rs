@@ -54,32 +54,19 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     let ms = rotating(s, |i| softmax::run(s, &xs[i], &mut ys[i]).unwrap());
     row("softmax", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
-    let blocks = |block| rows.div_ceil(softmax::rows_per_block(block)) as u32;
     let ms = rotating(s, |i| {
-        let (x, y) = (&xs[i], &mut ys[i]);
-        match cols {
-            768 => norm::layer_norm::launch::<T, 1024>(s, blocks(1024), x, &w, &b, y, 1e-5),
-            _ => norm::layer_norm::launch::<T, 8192>(s, blocks(8192), x, &w, &b, y, 1e-5),
-        }
-        .unwrap()
+        norm::run_layer_norm(s, &xs[i], &w, &b, &mut ys[i], 1e-5).unwrap()
     });
     row("layer_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
-    let ms = rotating(s, |i| {
-        let (x, y) = (&xs[i], &mut ys[i]);
-        match cols {
-            768 => norm::rms_norm::launch::<T, 1024>(s, blocks(1024), x, &w, y, 1e-5),
-            _ => norm::rms_norm::launch::<T, 8192>(s, blocks(8192), x, &w, y, 1e-5),
-        }
-        .unwrap()
-    });
+    let ms = rotating(s, |i| norm::run_rms_norm(s, &xs[i], &w, &mut ys[i], 1e-5).unwrap());
     row("rms_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
     let flat_x: Vec<Tensor<T>> = xs.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let mut flat_y: Vec<Tensor<T>> = ys.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let grid = (rows * cols).div_ceil(4096) as u32;
     let ms = rotating(s, |i| {
-        elementwise::gelu::launch::<T, 4096>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap()
+        elementwise::gelu::launch::<T, 4096, _>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap()
     });
     row("gelu", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 }
@@ -93,11 +80,11 @@ fn main() {
     let x = s.zeros::<f32>(&[64, 1024]).unwrap();
     let mut y = s.zeros::<f32>(&[64, 1024]).unwrap();
     let t0 = Instant::now();
-    softmax::softmax::launch::<f32, 1024>(&s, 64, &x, &mut y).unwrap();
+    softmax::softmax::launch::<f32, 1024, _>(&s, 64, &x, &mut y).unwrap();
     s.synchronize().unwrap();
     let first = t0.elapsed();
     let t1 = Instant::now();
-    softmax::softmax::launch::<f32, 1024>(&s, 64, &x, &mut y).unwrap();
+    softmax::softmax::launch::<f32, 1024, _>(&s, 64, &x, &mut y).unwrap();
     s.synchronize().unwrap();
     let second = t1.elapsed();
     println!("first launch (module load + launch + sync): {first:.2?}; second launch: {second:.2?}\n");

@@ -16,32 +16,44 @@
 //!     y.store([i], t);
 //! }
 //!
-//! // The CPU reference version runs anywhere; `axpy::launch` runs on a GPU.
+//! // On the CPU (the reference version, runs anywhere): tensors in host memory.
 //! let x = HostTensor::from_vec(vec![1.0f32; 3000], &[3000]).unwrap();
 //! let mut y = HostTensor::from_vec(vec![2.0f32; 3000], &[3000]).unwrap();
-//! axpy::cpu::<1024>(3, 0.5, &x, &mut y).unwrap();
+//! axpy::launch::<1024, _>(&tile::Cpu, 3, 0.5, &x, &mut y).unwrap();
 //! assert!(y.to_vec().iter().all(|&v| v == 2.5));
+//!
+//! // On a GPU stream, the same call with GPU tensors.
+//! if let Ok(device) = Device::new(0) {
+//!     let s = device.stream();
+//!     let (xd, mut yd) = (s.upload(&x).unwrap(), s.zeros::<f32>(&[3000]).unwrap());
+//!     axpy::launch::<1024, _>(&s, 3, 0.5, &xd, &mut yd).unwrap();
+//!     assert!(s.download(&yd).unwrap().to_vec().iter().all(|&v| v == 2.5));
+//! }
 //! ```
 //!
-//! Each kernel becomes a module with `launch` (GPU), `cpu` (reference) and
-//! `KERNEL` (the generated PTX and parameter list, also in the registry).
+//! Each kernel becomes a module with `launch_with` (the const values given
+//! at run time), `launch` (given as generic arguments, checked at compile
+//! time), both taking a [`Backend`] (a GPU [`Stream`] or [`Cpu`]), and
+//! `KERNEL` (the generated PTX, parameter list and CPU version, also in
+//! the registry).
 
 pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
-    Arg, DType, Device, Element, Error, Event, Grid, HostTensor, KernelRef, KernelSpec, ParamSpec, Result, Stream,
-    Target, Tensor, TensorMapSpec, VariantSpec, autotune, device_count, driver_present, registered_kernels, testing,
+    Arg, Backend, Cpu, CpuVersion, DType, Device, Element, Error, Event, Grid, HostArg, HostTensor, HostTensorArg,
+    KernelRef, KernelSpec, ParamSpec, Result, Scalar, Stream, Target, Tensor, TensorArg, TensorMap, TensorView,
+    Variant, autotune, device_count, driver_present, registered_kernels, select, testing,
 };
 
 /// The names a program using tile usually needs.
 pub mod prelude {
-    pub use crate::{Device, Grid, HostTensor, Stream, Tensor, bf16, f16};
+    pub use crate::{Backend, Cpu, Device, Grid, HostTensor, Stream, Tensor, TensorView, bf16, f16};
 }
 
 /// Used by the code `#[tile::kernel]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use tile_runtime::{check_cpu_args, cpu, inventory, launch, retype, retype_mut};
+    pub use tile_runtime::{cpu, host_args, host_scalar, host_tensor, host_tensor_mut, inventory};
 }
 
 /// The README's examples, compiled and run as doc tests.

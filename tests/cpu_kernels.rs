@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use tile::{HostTensor, bf16};
+use tile::{Cpu, HostTensor, bf16};
 use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
@@ -25,10 +25,10 @@ fn softmax_single_pass_and_online() {
         let want = softmax_ref(&x, cols);
         let xt = host::<f32>(&x, &[rows, cols]);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        softmax::softmax::cpu::<f32, 1024>(grid_rows(rows), &xt, &mut y).unwrap();
+        softmax::softmax::launch::<f32, 1024, _>(&Cpu, grid_rows(rows), &xt, &mut y).unwrap();
         assert_close("softmax", &values(&y), &want, 1e-5);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        softmax::softmax_online::cpu::<f32, 1024>(rows as u32, &xt, &mut y).unwrap();
+        softmax::softmax_online::launch::<f32, 1024, _>(&Cpu, rows as u32, &xt, &mut y).unwrap();
         assert_close("softmax_online", &values(&y), &want, 1e-5);
     }
 }
@@ -41,7 +41,7 @@ fn softmax_online_handles_rows_longer_than_a_tile() {
     let want = softmax_ref(&rounded::<bf16>(&x), cols);
     let xt = host::<bf16>(&x, &[rows, cols]);
     let mut y = HostTensor::full(&[rows, cols], bf16::NAN);
-    softmax::softmax_online::cpu::<bf16, 1024>(rows as u32, &xt, &mut y).unwrap();
+    softmax::softmax_online::launch::<bf16, 1024, _>(&Cpu, rows as u32, &xt, &mut y).unwrap();
     assert_close("softmax_online bf16", &values(&y), &want, bf16::TOL);
 }
 
@@ -58,10 +58,10 @@ fn layer_norm_and_rms_norm() {
             host::<f32>(&b, &[cols]),
         );
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        norm::layer_norm::cpu::<f32, 1024>(grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+        norm::layer_norm::launch::<f32, 1024, _>(&Cpu, grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
         assert_close("layer_norm", &values(&y), &layer_norm_ref(&x, &w, &b, cols, 1e-5), 1e-5);
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        norm::rms_norm::cpu::<f32, 1024>(grid_rows(rows), &xt, &wt, &mut y, 1e-5).unwrap();
+        norm::rms_norm::launch::<f32, 1024, _>(&Cpu, grid_rows(rows), &xt, &wt, &mut y, 1e-5).unwrap();
         assert_close("rms_norm", &values(&y), &rms_norm_ref(&x, &w, cols, 1e-5), 1e-5);
     }
 }
@@ -75,21 +75,21 @@ fn elementwise_kernels() {
         let (xt, yt) = (host::<f32>(&x, &[n]), host::<f32>(&y, &[n]));
         let grid = cdiv(n, 1024);
         let mut out = HostTensor::full(&[n], f32::NAN);
-        elementwise::add::cpu::<f32, 1024>(grid, &xt, &yt, &mut out).unwrap();
+        elementwise::add::launch::<f32, 1024, _>(&Cpu, grid, &xt, &yt, &mut out).unwrap();
         let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
         assert_close("add", &values(&out), &want, 1e-6);
 
-        elementwise::scale::cpu::<f32, 1024>(grid, 0.5, &xt, &mut out).unwrap();
+        elementwise::scale::launch::<f32, 1024, _>(&Cpu, grid, 0.5, &xt, &mut out).unwrap();
         let want: Vec<f64> = x.iter().map(|a| 0.5 * a).collect();
         assert_close("scale", &values(&out), &want, 1e-6);
 
-        elementwise::gelu::cpu::<f32, 1024>(grid, &xt, &mut out).unwrap();
+        elementwise::gelu::launch::<f32, 1024, _>(&Cpu, grid, &xt, &mut out).unwrap();
         let want: Vec<f64> = x.iter().map(|&a| gelu_ref(a)).collect();
         // 1 + tanh(..) cancels for negative inputs: f32 keeps about 4 digits there.
         assert_close("gelu", &values(&out), &want, 5e-4);
 
         let mut acc = xt.clone();
-        elementwise::residual_add::cpu::<f32, 1024>(grid, &mut acc, &yt).unwrap();
+        elementwise::residual_add::launch::<f32, 1024, _>(&Cpu, grid, &mut acc, &yt).unwrap();
         let want: Vec<f64> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
         assert_close("residual_add", &values(&acc), &want, 1e-6);
     }
@@ -104,7 +104,8 @@ fn embedding_gathers_token_and_position_rows() {
     let tokens: Vec<i32> = (0..b * t).map(|_| rng.below(vocab) as i32).collect();
     let tt = HostTensor::from_vec(tokens.clone(), &[b * t]).unwrap();
     let mut out = HostTensor::full(&[b * t, c], f32::NAN);
-    embedding::embedding::cpu::<f32, 256>(
+    embedding::embedding::launch::<f32, 256, _>(
+        &Cpu,
         ((b * t) as u32, cdiv(c, 256)),
         &tt,
         &host::<f32>(&wte, &[vocab, c]),
@@ -125,7 +126,7 @@ fn embedding_gathers_token_and_position_rows() {
 fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
     let x = HostTensor::<f32>::zeros(&[4]);
     let mut y = HostTensor::<f32>::zeros(&[4]);
-    let err = softmax::softmax::cpu::<f32, 32>(1, &x, &mut y).unwrap_err();
+    let err = softmax::softmax::launch::<f32, 32, _>(&Cpu, 1, &x, &mut y).unwrap_err();
     assert!(
         matches!(
             err,
@@ -139,8 +140,111 @@ fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
     );
     let x = HostTensor::<f32>::zeros(&[1, 4]);
     let mut y = HostTensor::<f32>::zeros(&[1, 4]);
-    let err = softmax::softmax::cpu::<f32, 32>(0, &x, &mut y).unwrap_err();
+    let err = softmax::softmax::launch::<f32, 32, _>(&Cpu, 0, &x, &mut y).unwrap_err();
     assert!(matches!(err, tile::Error::Grid { .. }), "{err}");
+}
+
+/// Arguments that the generated launchers cannot pass (they fix the
+/// types), given to the backend's launch or to the CPU version directly:
+/// typed errors, nothing run.
+#[test]
+fn arguments_past_the_launchers_are_checked() {
+    use tile::{Arg, Backend, DType};
+    let kernel = &softmax::softmax::KERNEL;
+    let x = HostTensor::<f32>::zeros(&[1, 4]);
+    let mut y = HostTensor::<f32>::full(&[1, 4], f32::NAN);
+    let mut ints = HostTensor::<i32>::zeros(&[1, 4]);
+    let (f32s, block) = ([DType::F32], [32]);
+    let run = |args: &mut [tile::HostArg<'_>]| Cpu.launch_kernel(kernel, &f32s, &block, 1.into(), args).unwrap_err();
+    let err = run(&mut [Arg::Tensor(&x)]);
+    assert_eq!(err.to_string(), "softmax: takes 2 arguments, got 1");
+    let err = run(&mut [Arg::Tensor(&x), Arg::Tensor(&x)]);
+    assert_eq!(err.to_string(), "softmax: argument `y` is not a writable tensor");
+    let err = run(&mut [Arg::Tensor(&x), Arg::TensorMut(&mut ints)]);
+    assert_eq!(
+        err.to_string(),
+        "softmax: tensor `y` holds i32 where the kernel reads f32"
+    );
+    let err = run(&mut [Arg::F32(1.0), Arg::TensorMut(&mut y)]);
+    assert_eq!(err.to_string(), "softmax: argument `x` is not a read-only tensor");
+    // The CPU version itself, unchecked: a mismatch is still an error.
+    let err = (kernel.cpu)(
+        &f32s,
+        &block,
+        1.into(),
+        &mut [Arg::Tensor(&x), Arg::TensorMut(&mut ints)],
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "softmax: argument `y` is not a writable tensor of f32");
+    assert!(y.to_vec().iter().all(|v| v.is_nan()), "nothing ran");
+    // The right arguments run.
+    Cpu.launch_kernel(
+        kernel,
+        &f32s,
+        &block,
+        1.into(),
+        &mut [Arg::Tensor(&x), Arg::TensorMut(&mut y)],
+    )
+    .unwrap();
+    assert_eq!(y.to_vec(), [0.25; 4]);
+}
+
+/// The library's host wrappers, generic over the backend, on the CPU:
+/// each picks its specialization with `launch_with` and checks the shapes.
+#[test]
+fn library_wrappers_run_on_the_cpu() {
+    use tile_kernels::matmul;
+    let mut rng = Rng::new(10);
+    for (rows, cols) in [(3, 100), (2, 5000)] {
+        let x = rng.normals(rows * cols, 2.0);
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        softmax::run(&Cpu, &host::<f32>(&x, &[rows, cols]), &mut y).unwrap();
+        assert_close("softmax::run", &values(&y), &softmax_ref(&x, cols), 1e-5);
+    }
+    let (rows, cols) = (5, 300);
+    let (x, w, b) = (
+        rng.normals(rows * cols, 2.0),
+        rng.normals(cols, 1.0),
+        rng.normals(cols, 1.0),
+    );
+    let (xt, wt, bt) = (
+        host::<f32>(&x, &[rows, cols]),
+        host::<f32>(&w, &[cols]),
+        host::<f32>(&b, &[cols]),
+    );
+    let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+    norm::run_layer_norm(&Cpu, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+    assert_close(
+        "run_layer_norm",
+        &values(&y),
+        &layer_norm_ref(&x, &w, &b, cols, 1e-5),
+        1e-5,
+    );
+    norm::run_rms_norm(&Cpu, &xt, &wt, &mut y, 1e-5).unwrap();
+    assert_close("run_rms_norm", &values(&y), &rms_norm_ref(&x, &w, cols, 1e-5), 1e-5);
+    let err = norm::run_rms_norm(&Cpu, &xt, &bt.clone().reshape(&[1, cols]).unwrap(), &mut y, 1e-5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "weight must be [300] (a normalization of x: [rows, cols] = [5, 300]), got [1, 300]"
+    );
+    let wide = HostTensor::<f32>::zeros(&[1, 9000]);
+    let err = norm::run_rms_norm(&Cpu, &wide, &HostTensor::zeros(&[9000]), &mut wide.clone(), 1e-5);
+    assert!(matches!(err, Err(tile::Error::NotBuilt { .. })), "{err:?}");
+
+    let (m, n, k) = (70, 45, 33);
+    let (a, bm) = (rng.normals(m * k, 1.0), rng.normals(k * n, 1.0));
+    let mut c = HostTensor::full(&[m, n], f32::NAN);
+    let tile = matmul::run(&Cpu, &host::<f32>(&a, &[m, k]), &host::<f32>(&bm, &[k, n]), &mut c).unwrap();
+    assert_eq!(tile, matmul::Tile::new(64, 64, 32), "the CPU runs the smallest tile");
+    let want = linear_ref(&a, &transpose(&bm, k, n), &vec![0.0; n], m, n, k, false);
+    assert_close("matmul::run", &values(&c), &want, 1e-6);
+
+    let (batch, t, heads, d) = (2, 37, 2, 64);
+    let qkv = rng.normals(batch * t * 3 * heads * d, 1.0);
+    let mut out = HostTensor::full(&[batch, t, heads * d], f32::NAN);
+    attention::run(&Cpu, &host::<f32>(&qkv, &[batch, t, 3 * heads * d]), &mut out, heads).unwrap();
+    let want = attention_ref(&qkv, batch, t, heads * d, heads);
+    assert_close("attention::run", &values(&out), &want, 1e-5);
 }
 
 #[test]
@@ -157,7 +261,8 @@ fn linear_layer_with_and_without_gelu() {
         );
         for gelu in [0, 1] {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
-            linear::linear_ffma::cpu::<f32, 16, 64, 8>(linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu).unwrap();
+            linear::linear_ffma::launch::<f32, 16, 64, 8, _>(&Cpu, linear::grid(m, n), &xt, &wt, &bt, &mut y, gelu)
+                .unwrap();
             let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
             assert_close(&format!("linear {m}x{n}x{k} gelu={gelu}"), &values(&y), &want, 1e-5);
         }
@@ -188,13 +293,8 @@ fn causal_attention_matches_softmax_attention() {
         let step_sizes = [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32);
         for (bk, band) in step_sizes.flat_map(|bk| [(bk, 1), (bk, 2), (bk, 3)]) {
             let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
-            match (bk, d) {
-                (32, 32) => attention::causal_attention::cpu::<f32, 128, 32, 32>(grid, &qt, &mut out, h, scale, band),
-                (32, 64) => attention::causal_attention::cpu::<f32, 128, 32, 64>(grid, &qt, &mut out, h, scale, band),
-                (32, _) => attention::causal_attention::cpu::<f32, 64, 32, 128>(grid, &qt, &mut out, h, scale, band),
-                _ => attention::causal_attention::cpu::<f32, 128, 64, 32>(grid, &qt, &mut out, h, scale, band),
-            }
-            .unwrap();
+            let consts = [attention::queries_per_block(d), bk, d];
+            attention::causal_attention::launch_with(&Cpu, &consts, grid, &qt, &mut out, h, scale, band).unwrap();
             let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk} band {band}");
             assert_close(&what, &values(&out), &want, 1e-5);
         }
@@ -237,7 +337,7 @@ fn matmul_on_the_tensor_core_path_matches_f64() {
         let want = linear_ref(&a, &transpose(&b, k, n), &vec![0.0; n], m, n, k, false);
         let (at, bt) = (host::<f32>(&a, &[m, k]), host::<f32>(&b, &[k, n]));
         let mut c = HostTensor::full(&[m, n], f32::NAN);
-        matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &at, &bt, &mut c).unwrap();
+        matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &at, &bt, &mut c).unwrap();
         assert_close(&format!("matmul {m}x{n}x{k}"), &values(&c), &want, 1e-6);
     }
 }
@@ -265,13 +365,21 @@ fn tensor_core_linear_residual_and_batched_match_f64() {
         let grid = matmul::blocks(m, n, 64, 64);
         for gelu in [0, 1] {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
-            matmul::linear::cpu::<f32, 64, 64, 32>(grid, &xt, &wt, &bt, &mut y, gelu).unwrap();
+            matmul::linear::launch::<f32, 64, 64, 32, _>(&Cpu, grid, &xt, &wt, &bt, &mut y, gelu).unwrap();
             let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
             assert_close(&format!("linear {m}x{n}x{k} gelu={gelu}"), &values(&y), &want, 1e-5);
         }
         let mut y = HostTensor::full(&[m, n], f32::NAN);
-        matmul::linear_residual::cpu::<f32, 64, 64, 32>(grid, &xt, &wt, &bt, &host::<f32>(&r, &[m, n]), &mut y)
-            .unwrap();
+        matmul::linear_residual::launch::<f32, 64, 64, 32, _>(
+            &Cpu,
+            grid,
+            &xt,
+            &wt,
+            &bt,
+            &host::<f32>(&r, &[m, n]),
+            &mut y,
+        )
+        .unwrap();
         let want: Vec<f64> = linear_ref(&x, &w, &b, m, n, k, false)
             .iter()
             .zip(&r)
@@ -283,7 +391,8 @@ fn tensor_core_linear_residual_and_batched_match_f64() {
     let a = rng.normals(batch * m * k, 1.0);
     let b = rng.normals(batch * k * n, 1.0);
     let mut c = HostTensor::full(&[batch, m, n], f32::NAN);
-    matmul::batched_matmul::cpu::<f32, 64, 64, 32>(
+    matmul::batched_matmul::launch::<f32, 64, 64, 32, _>(
+        &Cpu,
         (matmul::blocks(m, n, 64, 64), batch as u32),
         &host::<f32>(&a, &[batch, m, k]),
         &host::<f32>(&b, &[batch, k, n]),

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use std::sync::Arc;
-use tile::{HostTensor, Stream, bf16, f16, testing::gpu_or_skip};
+use tile::{Cpu, HostTensor, Stream, bf16, f16, testing::gpu_or_skip};
 
 fn gpu(test: &str) -> Option<Stream> {
     gpu_or_skip(test).map(|d| d.stream())
@@ -69,7 +69,7 @@ fn reductions_along_axis_0() {
     let run_cpu = || {
         let mut out: Vec<HostTensor<f32>> = (0..3).map(|_| HostTensor::full(&[1, cols], f32::NAN)).collect();
         let [a, b, c] = &mut out[..] else { unreachable!() };
-        column_stats::cpu::<128, 32>(cdiv(cols, 32), &x, a, b, c).unwrap();
+        column_stats::launch::<128, 32, _>(&Cpu, cdiv(cols, 32), &x, a, b, c).unwrap();
         out
     };
     let out = run_cpu();
@@ -85,7 +85,7 @@ fn reductions_along_axis_0() {
     let xd = s.upload(&x).unwrap();
     let mut d: Vec<_> = (0..3).map(|_| s.full(&[1, cols], f32::NAN).unwrap()).collect();
     let [a, b, c] = &mut d[..] else { unreachable!() };
-    column_stats::launch::<128, 32>(&s, cdiv(cols, 32), &xd, a, b, c).unwrap();
+    column_stats::launch::<128, 32, _>(&s, cdiv(cols, 32), &xd, a, b, c).unwrap();
     same(&s, "column sums", &d[0], &out[0], 1e-6);
     same(&s, "column max", &d[1], &out[1], 0.0);
     same(&s, "column min", &d[2], &out[2], 0.0);
@@ -111,7 +111,7 @@ fn argmax_and_argmin_pick_the_first_extreme() {
     let x = host::<f32>(&data, &[rows, cols]);
     let mut amax = HostTensor::full(&[rows, 1], -1);
     let mut amin = HostTensor::full(&[rows, 1], -1);
-    arg_rows::cpu::<512>(rows as u32, &x, &mut amax, &mut amin).unwrap();
+    arg_rows::launch::<512, _>(&Cpu, rows as u32, &x, &mut amax, &mut amin).unwrap();
     for r in 0..rows {
         let row = &data[r * cols..(r + 1) * cols];
         let best = |better: fn(f64, f64) -> bool| {
@@ -131,7 +131,7 @@ fn argmax_and_argmin_pick_the_first_extreme() {
     };
     let mut a = s.full(&[rows, 1], -1).unwrap();
     let mut b = s.full(&[rows, 1], -1).unwrap();
-    arg_rows::launch::<512>(&s, rows as u32, &s.upload(&x).unwrap(), &mut a, &mut b).unwrap();
+    arg_rows::launch::<512, _>(&s, rows as u32, &s.upload(&x).unwrap(), &mut a, &mut b).unwrap();
     same(&s, "argmax", &a, &amax, 0.0);
     same(&s, "argmin", &b, &amin, 0.0);
 }
@@ -151,7 +151,7 @@ fn transpose_moves_elements() {
     let (rows, cols) = (70, 45);
     let x = random_f32(&mut rng, &[rows, cols], 1.0);
     let mut y = HostTensor::full(&[cols, rows], f32::NAN);
-    transpose::cpu::<32>((cdiv(rows, 32), cdiv(cols, 32)), &x, &mut y).unwrap();
+    transpose::launch::<32, _>(&Cpu, (cdiv(rows, 32), cdiv(cols, 32)), &x, &mut y).unwrap();
     for i in 0..rows {
         for j in 0..cols {
             assert_eq!(y.at(&[j, i]), x.at(&[i, j]));
@@ -164,11 +164,7 @@ fn transpose_moves_elements() {
     for b in [32, 64] {
         let mut yd = s.full(&[cols, rows], f32::NAN).unwrap();
         let grid = (cdiv(rows, b), cdiv(cols, b));
-        match b {
-            32 => transpose::launch::<32>(&s, grid, &xd, &mut yd),
-            _ => transpose::launch::<64>(&s, grid, &xd, &mut yd),
-        }
-        .unwrap();
+        transpose::launch_with(&s, &[b], grid, &xd, &mut yd).unwrap();
         same(&s, "transpose", &yd, &y, 0.0);
     }
 }
@@ -202,7 +198,7 @@ fn transposed_a_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, n
         .collect();
     let grid = cdiv(m, 128) * cdiv(n, 128);
     let mut want = host::<T>(&vec![f64::NAN; m * n], &[m, n]);
-    transposed_a_matmul::cpu::<T, 128, 128, 32>(grid, &a, &b, &mut want).unwrap();
+    transposed_a_matmul::launch::<T, 128, 128, 32, _>(&Cpu, grid, &a, &b, &mut want).unwrap();
     let what = format!("a^T @ b {} {m}x{n}x{k}", T::DTYPE);
     assert_close(&what, &values(&want), &reference, tol);
     let Some(d) = d else { return };
@@ -210,7 +206,7 @@ fn transposed_a_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, n
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     on_every_path(d, || {
         let mut cd = s.upload(&host::<T>(&vec![f64::NAN; m * n], &[m, n])).unwrap();
-        transposed_a_matmul::launch::<T, 128, 128, 32>(&s, grid, &ad, &bd, &mut cd).unwrap();
+        transposed_a_matmul::launch::<T, 128, 128, 32, _>(&s, grid, &ad, &bd, &mut cd).unwrap();
         same(&s, &what, &cd, &want, tol);
     });
 }
@@ -268,7 +264,7 @@ fn row_max_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, k): (u
         })
         .collect();
     let mut want = HostTensor::full(&[m, 1], f32::NAN);
-    row_max_of_product::cpu::<T, 64, 64, 32>(cdiv(m, 64), &a, &b, &mut want).unwrap();
+    row_max_of_product::launch::<T, 64, 64, 32, _>(&Cpu, cdiv(m, 64), &a, &b, &mut want).unwrap();
     let what = format!("row max of a @ b {} {m}x{n}x{k}", T::DTYPE);
     assert_close(&what, &values(&want), &reference, tol);
     let Some(d) = d else { return };
@@ -276,7 +272,7 @@ fn row_max_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, k): (u
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     on_every_path(d, || {
         let mut od = s.upload(&HostTensor::full(&[m, 1], f32::NAN)).unwrap();
-        row_max_of_product::launch::<T, 64, 64, 32>(&s, cdiv(m, 64), &ad, &bd, &mut od).unwrap();
+        row_max_of_product::launch::<T, 64, 64, 32, _>(&s, cdiv(m, 64), &ad, &bd, &mut od).unwrap();
         same(&s, &what, &od, &want, tol);
     });
 }
@@ -341,7 +337,7 @@ fn an_accumulator_read_inside_its_loop_is_complete() {
             .collect();
         let grid = (cdiv(m, 64), cdiv(n, 64));
         let mut want = HostTensor::full(&[m, n], f32::NAN);
-        running_products::cpu::<bf16, 64, 64, 32>(grid, &a, &b, &mut want).unwrap();
+        running_products::launch::<bf16, 64, 64, 32, _>(&Cpu, grid, &a, &b, &mut want).unwrap();
         let what = format!("running products {m}x{n}x{k}");
         assert_close(&what, &values(&want), &reference, 1e-5);
         let Some(d) = &d else { continue };
@@ -349,7 +345,7 @@ fn an_accumulator_read_inside_its_loop_is_complete() {
         let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
         on_every_path(d, || {
             let mut od = s.upload(&HostTensor::full(&[m, n], f32::NAN)).unwrap();
-            running_products::launch::<bf16, 64, 64, 32>(&s, grid, &ad, &bd, &mut od).unwrap();
+            running_products::launch::<bf16, 64, 64, 32, _>(&s, grid, &ad, &bd, &mut od).unwrap();
             same(&s, &what, &od, &want, 1e-5);
         });
     }
@@ -396,7 +392,7 @@ fn batched_tiles_are_stored_with_their_batch_index() {
         .collect();
     let grid = (cdiv(m, 128) * cdiv(n, 128), batch as u32);
     let mut want = host::<f32>(&vec![f64::NAN; batch * m * n], &[batch, m, n]);
-    batched_linear::cpu::<128, 128, 32>(grid, &x, &w, &mut want).unwrap();
+    batched_linear::launch::<128, 128, 32, _>(&Cpu, grid, &x, &w, &mut want).unwrap();
     assert_close("batched x @ w^T", &values(&want), &reference, 2e-3);
     let Some(d) = d else { return };
     let s = d.stream();
@@ -404,7 +400,7 @@ fn batched_tiles_are_stored_with_their_batch_index() {
     let mut yd = s
         .upload(&host::<f32>(&vec![f64::NAN; batch * m * n], &[batch, m, n]))
         .unwrap();
-    batched_linear::launch::<128, 128, 32>(&s, grid, &xd, &wd, &mut yd).unwrap();
+    batched_linear::launch::<128, 128, 32, _>(&s, grid, &xd, &wd, &mut yd).unwrap();
     same(&s, "batched x @ w^T", &yd, &want, 2e-3);
     assert_launched_on_sm90a(&d, &["batched_linear_128_128_32_wgmma"]);
 }
@@ -432,7 +428,7 @@ fn loops_carry_tiles_and_scalars() {
         let x = random_f32(&mut rng, &[rows, cols], 1.0);
         let mut out = HostTensor::full(&[rows, 1], f32::NAN);
         let mut counts = HostTensor::full(&[rows, 1], -1);
-        row_sums_looped::cpu::<256>(rows as u32, &x, &mut out, &mut counts).unwrap();
+        row_sums_looped::launch::<256, _>(&Cpu, rows as u32, &x, &mut out, &mut counts).unwrap();
         let xs = x.to_vec();
         let want: Vec<f64> = (0..rows)
             .map(|r| xs[r * cols..(r + 1) * cols].iter().map(|&v| v as f64).sum())
@@ -444,7 +440,7 @@ fn loops_carry_tiles_and_scalars() {
         };
         let mut od = s.full(&[rows, 1], f32::NAN).unwrap();
         let mut cd = s.full(&[rows, 1], -1).unwrap();
-        row_sums_looped::launch::<256>(&s, rows as u32, &s.upload(&x).unwrap(), &mut od, &mut cd).unwrap();
+        row_sums_looped::launch::<256, _>(&s, rows as u32, &s.upload(&x).unwrap(), &mut od, &mut cd).unwrap();
         same(&s, "looped row sums", &od, &out, 1e-6);
         same(&s, "loop counts", &cd, &counts, 0.0);
     }
@@ -476,7 +472,7 @@ fn branches_on_block_uniform_scalars() {
     let x = random_f32(&mut rng, &[n], 1.0);
     for mode in [0, 1, 2] {
         let mut y = HostTensor::full(&[n], f32::NAN);
-        branchy::cpu::<1024>(cdiv(n, 1024), &x, &mut y, mode).unwrap();
+        branchy::launch::<1024, _>(&Cpu, cdiv(n, 1024), &x, &mut y, mode).unwrap();
         let scale = [1.0f32, 2.0, -1.0][mode as usize];
         for k in 0..n {
             let v = x.at(&[k]);
@@ -487,7 +483,7 @@ fn branches_on_block_uniform_scalars() {
             continue;
         };
         let mut yd = s.full(&[n], f32::NAN).unwrap();
-        branchy::launch::<1024>(&s, cdiv(n, 1024), &s.upload(&x).unwrap(), &mut yd, mode).unwrap();
+        branchy::launch::<1024, _>(&s, cdiv(n, 1024), &s.upload(&x).unwrap(), &mut yd, mode).unwrap();
         same(&s, "branchy", &yd, &y, 0.0);
     }
 }
@@ -527,7 +523,7 @@ fn integer_operations() {
     let a = random_i32(&mut rng, &[1, n], 2000);
     let b = random_i32(&mut rng, &[1, n], 40);
     let mut out = HostTensor::full(&[6, n], i32::MIN);
-    int_ops::cpu::<512>(cdiv(n, 512), &a, &b, &mut out).unwrap();
+    int_ops::launch::<512, _>(&Cpu, cdiv(n, 512), &a, &b, &mut out).unwrap();
     for k in 0..n {
         let want = int_ops_ref(a.at(&[0, k]), b.at(&[0, k]), k);
         for (row, w) in want.iter().enumerate() {
@@ -536,7 +532,7 @@ fn integer_operations() {
     }
     let Some(s) = gpu("integer_operations") else { return };
     let mut od = s.full(&[6, n], i32::MIN).unwrap();
-    int_ops::launch::<512>(
+    int_ops::launch::<512, _>(
         &s,
         cdiv(n, 512),
         &s.upload(&a).unwrap(),
@@ -574,7 +570,7 @@ fn casts_and_half_arithmetic_round_like_the_reference() {
     let mut ints = HostTensor::full(&[n], 0);
     let mut halves = HostTensor::full(&[n], f16::NAN);
     let mut sums = HostTensor::full(&[n], f16::NAN);
-    casts::cpu::<256>(cdiv(n, 256), &x, &h, &mut ints, &mut halves, &mut sums).unwrap();
+    casts::launch::<256, _>(&Cpu, cdiv(n, 256), &x, &h, &mut ints, &mut halves, &mut sums).unwrap();
     for k in 0..n {
         let v = x.at(&[k]);
         assert_eq!(ints.at(&[k]), (v * 100.0) as i32);
@@ -589,7 +585,7 @@ fn casts_and_half_arithmetic_round_like_the_reference() {
     let mut i_d = s.full(&[n], 0).unwrap();
     let mut h_d = s.full(&[n], f16::NAN).unwrap();
     let mut s_d = s.full(&[n], f16::NAN).unwrap();
-    casts::launch::<256>(
+    casts::launch::<256, _>(
         &s,
         cdiv(n, 256),
         &s.upload(&x).unwrap(),
@@ -628,7 +624,7 @@ fn math_functions_match_f64() {
     let n = 600;
     let x = random_f32(&mut rng, &[1, n], 2.0);
     let mut out = HostTensor::full(&[9, n], f32::NAN);
-    math::cpu::<256>(cdiv(n, 256), &x, &mut out).unwrap();
+    math::launch::<256, _>(&Cpu, cdiv(n, 256), &x, &mut out).unwrap();
     let fs: [fn(f64) -> f64; 9] = [
         f64::exp,
         f64::exp2,
@@ -650,7 +646,7 @@ fn math_functions_match_f64() {
         return;
     };
     let mut od = s.full(&[9, n], f32::NAN).unwrap();
-    math::launch::<256>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut od).unwrap();
+    math::launch::<256, _>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut od).unwrap();
     let got = s.download(&od).unwrap();
     for (r, f) in fs.iter().enumerate() {
         let want: Vec<f64> = xs.iter().map(|&t| f(t)).collect();
@@ -703,7 +699,7 @@ fn reshapes_broadcasts_and_3d_tiles() {
     let mut flat = HostTensor::full(&[2, 64], f32::NAN);
     let mut outer = HostTensor::full(&[8, 16], f32::NAN);
     let mut plane = HostTensor::full(&[30, 2], f32::NAN);
-    shapes::cpu::<16>(1, &x, &mut flat, &mut outer, &cube, &mut plane).unwrap();
+    shapes::launch::<16, _>(&Cpu, 1, &x, &mut flat, &mut outer, &cube, &mut plane).unwrap();
     assert_eq!(flat.to_vec(), x.to_vec());
     for r in 0..8 {
         let s: f32 = (0..16).map(|c| x.at(&[r, c])).sum();
@@ -723,7 +719,7 @@ fn reshapes_broadcasts_and_3d_tiles() {
     let mut fd = s.full(&[2, 64], f32::NAN).unwrap();
     let mut od = s.full(&[8, 16], f32::NAN).unwrap();
     let mut pd = s.full(&[30, 2], f32::NAN).unwrap();
-    shapes::launch::<16>(
+    shapes::launch::<16, _>(
         &s,
         1,
         &s.upload(&x).unwrap(),
@@ -772,7 +768,7 @@ fn gather_and_scatter_by_index_tiles() {
     let perm = HostTensor::from_vec(order.clone(), &[n]).unwrap();
     let mut out = HostTensor::full(&[n, 64], f32::NAN);
     let mut moved = HostTensor::full(&[n], f32::NAN);
-    gather_rows::cpu::<16, 64>(cdiv(n, 16), &ids, &table, &mut out, &perm, &mut moved).unwrap();
+    gather_rows::launch::<16, 64, _>(&Cpu, cdiv(n, 16), &ids, &table, &mut out, &perm, &mut moved).unwrap();
     for (i, &dest) in order.iter().enumerate() {
         let id = ids.at(&[i]) as usize;
         let mut sum = 0.0f64;
@@ -789,7 +785,7 @@ fn gather_and_scatter_by_index_tiles() {
     };
     let mut od = s.full(&[n, 64], f32::NAN).unwrap();
     let mut md = s.full(&[n], f32::NAN).unwrap();
-    gather_rows::launch::<16, 64>(
+    gather_rows::launch::<16, 64, _>(
         &s,
         cdiv(n, 16),
         &s.upload(&ids).unwrap(),
@@ -821,7 +817,7 @@ fn block_uniform_scalars() {
     let x = random_f32(&mut rng, &[n], 1.0);
     let params = HostTensor::from_vec(vec![1.5f32, 0.0, 0.0], &[3]).unwrap();
     let mut y = HostTensor::full(&[n], f32::NAN);
-    scalars::cpu::<128>(5, &x, &params, &mut y, 2).unwrap();
+    scalars::launch::<128, _>(&Cpu, 5, &x, &params, &mut y, 2).unwrap();
     for i in 0..5 {
         for k in 0..128 {
             let src = x.at(&[((i + 2) % 5) * 128 + k]);
@@ -831,7 +827,7 @@ fn block_uniform_scalars() {
     }
     let Some(s) = gpu("block_uniform_scalars") else { return };
     let mut yd = s.full(&[n], f32::NAN).unwrap();
-    scalars::launch::<128>(&s, 5, &s.upload(&x).unwrap(), &s.upload(&params).unwrap(), &mut yd, 2).unwrap();
+    scalars::launch::<128, _>(&s, 5, &s.upload(&x).unwrap(), &s.upload(&params).unwrap(), &mut yd, 2).unwrap();
     // ptxas fuses the multiply-add into one FMA: the last bit may differ from the CPU.
     same(&s, "scalars", &yd, &y, 1e-7);
 }
@@ -848,7 +844,7 @@ fn tile_order(order: &mut Tensor<i32>, tiles_m: i32, tiles_n: i32) {
 fn group_tiles_visits_every_tile_once_in_groups_of_rows() {
     let (tm, tn) = (10, 7);
     let mut order = HostTensor::full(&[tm, tn], -1);
-    tile_order::cpu((tm * tn) as u32, &mut order, tm as i32, tn as i32).unwrap();
+    tile_order::launch(&Cpu, (tm * tn) as u32, &mut order, tm as i32, tn as i32).unwrap();
     let mut seen: Vec<i32> = order.to_vec();
     // Blocks 0..3 take column 0 of rows 0..3, then column 1 of the same rows.
     assert_eq!((order.at(&[0, 0]), order.at(&[3, 0]), order.at(&[0, 1])), (0, 3, 4));
@@ -915,7 +911,7 @@ fn mma_attention_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, t: u
         }
     }
     let mut want = host::<T>(&vec![f64::NAN; t * dim], &[t, dim]);
-    mma_attention::cpu::<T, 32, 32, 64>(cdiv(t, 32), &q, &k, &v, &mut want, scale).unwrap();
+    mma_attention::launch::<T, 32, 32, 64, _>(&Cpu, cdiv(t, 32), &q, &k, &v, &mut want, scale).unwrap();
     let what = format!("mma attention {} T={t}", T::DTYPE);
     // The CPU's `mma` is exact; `p` is rounded to `T` before the second product.
     assert_close(&what, &values(&want), &reference, T::TOL.max(1e-5));
@@ -924,7 +920,7 @@ fn mma_attention_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, t: u
     let [qd, kd, vd] = [&q, &k, &v].map(|x| s.upload(x).unwrap());
     on_every_path(d, || {
         let mut od = s.upload(&host::<T>(&vec![f64::NAN; t * dim], &[t, dim])).unwrap();
-        mma_attention::launch::<T, 32, 32, 64>(&s, cdiv(t, 32), &qd, &kd, &vd, &mut od, scale).unwrap();
+        mma_attention::launch::<T, 32, 32, 64, _>(&s, cdiv(t, 32), &qd, &kd, &vd, &mut od, scale).unwrap();
         same(&s, &what, &od, &want, tol);
     });
 }

@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use std::sync::Arc;
-use tile::{Device, HostTensor, Stream, bf16, f16};
+use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
 use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
 
 fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
@@ -54,8 +54,8 @@ fn softmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad
     let mut want = poisoned::<T>(&[rows, cols]);
     let (mut yd, mut yd_online) = (s.upload(&want).unwrap(), s.upload(&want).unwrap());
     softmax::run(s, &xd, &mut yd).unwrap();
-    softmax::softmax_online::launch::<T, 1024>(s, rows as u32, &xd, &mut yd_online).unwrap();
-    softmax::softmax_online::cpu::<T, 1024>(rows as u32, &xh, &mut want).unwrap();
+    softmax::softmax_online::launch::<T, 1024, _>(s, rows as u32, &xd, &mut yd_online).unwrap();
+    softmax::softmax_online::launch::<T, 1024, _>(&Cpu, rows as u32, &xh, &mut want).unwrap();
     let what = format!("softmax {} {rows}x{cols} pad {pad}", T::DTYPE);
     let reference = softmax_ref(&rounded::<T>(&x), cols);
     let tol = T::TOL.max(2e-6);
@@ -91,8 +91,8 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
 
     let mut want = poisoned::<T>(&[rows, cols]);
     let mut yd = s.upload(&want).unwrap();
-    norm::layer_norm::launch::<T, 1024>(s, grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
-    norm::layer_norm::cpu::<T, 1024>(grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
+    norm::layer_norm::launch::<T, 1024, _>(s, grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
+    norm::layer_norm::launch::<T, 1024, _>(&Cpu, grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
     let tol = T::TOL.max(1e-5);
     assert_close(
         &format!("layer_norm {what}"),
@@ -110,8 +110,8 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
 
     let mut want = poisoned::<T>(&[rows, cols]);
     let mut yd = s.upload(&want).unwrap();
-    norm::rms_norm::launch::<T, 1024>(s, grid, &xd, &wd, &mut yd, 1e-5).unwrap();
-    norm::rms_norm::cpu::<T, 1024>(grid, &xh, &wh, &mut want, 1e-5).unwrap();
+    norm::rms_norm::launch::<T, 1024, _>(s, grid, &xd, &wd, &mut yd, 1e-5).unwrap();
+    norm::rms_norm::launch::<T, 1024, _>(&Cpu, grid, &xh, &wh, &mut want, 1e-5).unwrap();
     assert_close(
         &format!("rms_norm {what}"),
         &values(&s.download(&yd).unwrap()),
@@ -153,27 +153,27 @@ fn elementwise_case<T: Num>(s: &Stream, rng: &mut Rng, n: usize) {
 
     let mut want = poisoned::<T>(&[n]);
     let mut out = s.upload(&want).unwrap();
-    elementwise::add::launch::<T, 1024>(s, grid, &xd, &yd, &mut out).unwrap();
-    elementwise::add::cpu::<T, 1024>(grid, &xh, &yh, &mut want).unwrap();
+    elementwise::add::launch::<T, 1024, _>(s, grid, &xd, &yd, &mut out).unwrap();
+    elementwise::add::launch::<T, 1024, _>(&Cpu, grid, &xh, &yh, &mut want).unwrap();
     check("add", &out, &want, 1e-7);
 
     let mut want = poisoned::<T>(&[n]);
     let mut out = s.upload(&want).unwrap();
-    elementwise::scale::launch::<T, 1024>(s, grid, -1.5, &xd, &mut out).unwrap();
-    elementwise::scale::cpu::<T, 1024>(grid, -1.5, &xh, &mut want).unwrap();
+    elementwise::scale::launch::<T, 1024, _>(s, grid, -1.5, &xd, &mut out).unwrap();
+    elementwise::scale::launch::<T, 1024, _>(&Cpu, grid, -1.5, &xh, &mut want).unwrap();
     check("scale", &out, &want, 1e-7);
 
     let mut want = poisoned::<T>(&[n]);
     let mut out = s.upload(&want).unwrap();
-    elementwise::gelu::launch::<T, 1024>(s, grid, &xd, &mut out).unwrap();
-    elementwise::gelu::cpu::<T, 1024>(grid, &xh, &mut want).unwrap();
+    elementwise::gelu::launch::<T, 1024, _>(s, grid, &xd, &mut out).unwrap();
+    elementwise::gelu::launch::<T, 1024, _>(&Cpu, grid, &xh, &mut want).unwrap();
     // tanh.approx.f32 has a relative error near 2^-11.
     check("gelu", &out, &want, T::TOL.max(2e-3));
 
     let mut want = xh.clone();
     let mut acc = s.upload(&xh).unwrap();
-    elementwise::residual_add::launch::<T, 1024>(s, grid, &mut acc, &yd).unwrap();
-    elementwise::residual_add::cpu::<T, 1024>(grid, &mut want, &yh).unwrap();
+    elementwise::residual_add::launch::<T, 1024, _>(s, grid, &mut acc, &yd).unwrap();
+    elementwise::residual_add::launch::<T, 1024, _>(&Cpu, grid, &mut want, &yh).unwrap();
     check("residual_add", &acc, &want, 1e-7);
 }
 
@@ -199,7 +199,7 @@ fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
     let grid = ((b * t) as u32, c.div_ceil(256) as u32);
     let mut want = poisoned::<T>(&[b * t, c]);
     let mut out = s.upload(&want).unwrap();
-    embedding::embedding::launch::<T, 256>(
+    embedding::embedding::launch::<T, 256, _>(
         s,
         grid,
         &s.upload(&th).unwrap(),
@@ -209,7 +209,7 @@ fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
         t as i32,
     )
     .unwrap();
-    embedding::embedding::cpu::<T, 256>(grid, &th, &wte, &wpe, &mut want, t as i32).unwrap();
+    embedding::embedding::launch::<T, 256, _>(&Cpu, grid, &th, &wte, &wpe, &mut want, t as i32).unwrap();
     assert_close(
         &format!("embedding {} c={c}", T::DTYPE),
         &values(&s.download(&out).unwrap()),
@@ -237,7 +237,7 @@ fn bad_arguments_are_typed_errors_not_launches() {
     };
     let x = s.zeros::<f32>(&[4]).unwrap();
     let mut y = s.zeros::<f32>(&[4]).unwrap();
-    let e = softmax::softmax::launch::<f32, 32>(&s, 1, &x, &mut y).unwrap_err();
+    let e = softmax::softmax::launch::<f32, 32, _>(&s, 1, &x, &mut y).unwrap_err();
     assert!(
         matches!(
             e,
@@ -251,9 +251,9 @@ fn bad_arguments_are_typed_errors_not_launches() {
     );
     let x = s.zeros::<f32>(&[1, 4]).unwrap();
     let mut y = s.zeros::<f32>(&[1, 4]).unwrap();
-    let e = softmax::softmax::launch::<f32, 32>(&s, 0, &x, &mut y).unwrap_err();
+    let e = softmax::softmax::launch::<f32, 32, _>(&s, 0, &x, &mut y).unwrap_err();
     assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
-    let e = softmax::softmax::launch::<f32, 32>(&s, (1, 70000), &x, &mut y).unwrap_err();
+    let e = softmax::softmax::launch::<f32, 32, _>(&s, (1, 70000), &x, &mut y).unwrap_err();
     assert!(matches!(e, tile::Error::Grid { .. }), "{e}");
     // A device that gives a block less shared memory than any variant of
     // the tile needs (a 128x128x64 bf16 matmul's stages take 96 KiB, its
@@ -326,8 +326,8 @@ fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) 
     for gelu in [0, 1] {
         let mut want = poisoned::<T>(&[m, n]);
         let mut yd = s.upload(&want).unwrap();
-        linear::linear_ffma::launch::<T, 16, 64, 8>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
-        linear::linear_ffma::cpu::<T, 16, 64, 8>(linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
+        linear::linear_ffma::launch::<T, 16, 64, 8, _>(s, linear::grid(m, n), &xd, &wd, &bd, &mut yd, gelu).unwrap();
+        linear::linear_ffma::launch::<T, 16, 64, 8, _>(&Cpu, linear::grid(m, n), &x, &w, &b, &mut want, gelu).unwrap();
         let what = format!("linear {} {m}x{n}x{k} gelu={gelu}", T::DTYPE);
         assert_close(
             &what,
@@ -380,8 +380,7 @@ fn attention_case<T: Num>(
     for (consts, band) in others.flat_map(|c| [(c.clone(), 1), (c, 3)]) {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
         let (grid, scale) = (attention::grid(batch, t, heads, consts[0]), 1.0 / (d as f32).sqrt());
-        attention::causal_attention::launch_with::<T>(s, &consts, grid, &qd, &mut od, heads as i32, scale, band)
-            .unwrap();
+        attention::causal_attention::launch_with(s, &consts, grid, &qd, &mut od, heads as i32, scale, band).unwrap();
         let what = format!("{what} {}x{} band {band}", consts[0], consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
     }
@@ -440,7 +439,7 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
     let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     let mut want = poisoned::<T>(&[m, n]);
-    matmul::matmul::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::launch::<T, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
     for tile in matmul::tiles::<T>() {
         let mut cd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
         matmul::launch_tile(s, tile, &ad, &bd, &mut cd).unwrap();
@@ -584,7 +583,7 @@ fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
         let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
         let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
         let mut want = poisoned::<bf16>(&[m, n]);
-        matmul::matmul::cpu::<bf16, 64, 64, 64>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+        matmul::matmul::launch::<bf16, 64, 64, 64, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
         let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
         let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
         let before = d.launched_variants();
@@ -656,7 +655,7 @@ fn tuned_batched_case<T: Num>(s: &Stream, rng: &mut Rng, tol: f64) {
     let tile = matmul::run_batched(s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
     let mut want = poisoned::<T>(&[batch, m, n]);
     let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
-    matmul::batched_matmul::cpu::<T, 64, 64, 32>(grid, &a, &b, &mut want).unwrap();
+    matmul::batched_matmul::launch::<T, 64, 64, 32, _>(&Cpu, grid, &a, &b, &mut want).unwrap();
     let what = format!("tuned batched_matmul {}, {tile}", T::DTYPE);
     assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
 }
@@ -692,7 +691,7 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
     );
     let what = format!("{} {m}x{n}x{k}", T::DTYPE);
     let mut want = poisoned::<T>(&[m, n]);
-    matmul::linear::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
+    matmul::linear::launch::<T, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
     for tile in matmul::tiles::<T>() {
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
         matmul::launch_linear_tile(s, tile, (&xd, &wd, &bd), &mut yd, true).unwrap();
@@ -707,12 +706,17 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
         let grid = matmul::blocks(m, n, bm, bn);
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
         let mut want = poisoned::<T>(&[m, n]);
-        match (bm, bn) {
-            (64, 64) => matmul::linear_residual::launch::<T, 64, 64, 32>(s, grid, &xd, &wd, &bd, &rd, &mut yd),
-            _ => matmul::linear_residual::launch::<T, 128, 128, 32>(s, grid, &xd, &wd, &bd, &rd, &mut yd),
-        }
+        matmul::linear_residual::launch_with(s, &[bm, bn, 32], grid, &xd, &wd, &bd, &rd, &mut yd).unwrap();
+        matmul::linear_residual::launch::<T, 64, 64, 32, _>(
+            &Cpu,
+            matmul::blocks(m, n, 64, 64),
+            &x,
+            &w,
+            &b,
+            &r,
+            &mut want,
+        )
         .unwrap();
-        matmul::linear_residual::cpu::<T, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &b, &r, &mut want).unwrap();
         assert_close(
             &format!("linear_residual {what} tile {bm}x{bn}"),
             &values(&s.download(&yd).unwrap()),
@@ -727,9 +731,15 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
     let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
     let mut cd = s.upload(&poisoned::<T>(&[batch, m, n])).unwrap();
     let mut want = poisoned::<T>(&[batch, m, n]);
-    matmul::batched_matmul::launch::<T, 64, 64, 32>(s, grid, &s.upload(&a).unwrap(), &s.upload(&bb).unwrap(), &mut cd)
-        .unwrap();
-    matmul::batched_matmul::cpu::<T, 64, 64, 32>(grid, &a, &bb, &mut want).unwrap();
+    matmul::batched_matmul::launch::<T, 64, 64, 32, _>(
+        s,
+        grid,
+        &s.upload(&a).unwrap(),
+        &s.upload(&bb).unwrap(),
+        &mut cd,
+    )
+    .unwrap();
+    matmul::batched_matmul::launch::<T, 64, 64, 32, _>(&Cpu, grid, &a, &bb, &mut want).unwrap();
     assert_close(
         &format!("batched_matmul {what}"),
         &values(&s.download(&cd).unwrap()),
@@ -819,7 +829,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let tile = matmul::run(&s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
     assert!(matmul::tiles::<bf16>().contains(&tile), "{tile}");
     let mut want = poisoned::<bf16>(&[m, n]);
-    matmul::matmul::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::launch::<bf16, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
     assert_close(
         "tuned matmul",
         &values(&s.download(&cd).unwrap()),
@@ -839,7 +849,8 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         tile_linear
     );
     let mut want = poisoned::<bf16>(&[m, n]);
-    matmul::linear::cpu::<bf16, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &x, &w, &bias, &mut want, 1).unwrap();
+    matmul::linear::launch::<bf16, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &x, &w, &bias, &mut want, 1)
+        .unwrap();
     assert_close(
         "tuned linear",
         &values(&s.download(&yd).unwrap()),
@@ -851,7 +862,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let a = host::<f32>(&rng.normals(m * k, 1.0), &[m, k]);
     let b = host::<f32>(&rng.normals(k * n, 1.0), &[k, n]);
     let mut want = poisoned::<f32>(&[m, n]);
-    matmul::matmul::cpu::<f32, 64, 64, 32>(matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     on_every_path(&d, || {
         let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
@@ -875,7 +886,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let residual = host::<f32>(&rng.normals(m * n, 1.0), &[m, n]);
     let mut want = poisoned::<f32>(&[m, n]);
     let grid = matmul::blocks(m, n, 64, 64);
-    matmul::linear_residual::cpu::<f32, 64, 64, 32>(grid, &x, &w, &bias, &residual, &mut want).unwrap();
+    matmul::linear_residual::launch::<f32, 64, 64, 32, _>(&Cpu, grid, &x, &w, &bias, &residual, &mut want).unwrap();
     let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&bias).unwrap());
     let rd = s.upload(&residual).unwrap();
     let mut yd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();

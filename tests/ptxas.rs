@@ -12,6 +12,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 use tile::{ParamSpec, Target};
+// Links the kernel library, so that its kernels are in the registry.
+use tile_kernels as _;
 
 fn find_ptxas() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("PTXAS") {
@@ -103,7 +105,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
     let mut module = Target::module(target, variants[0]);
     for v in &variants[1..] {
         module.push('\n');
-        module.push_str(v.ptx);
+        module.push_str(&v.ptx);
     }
     let path = dir.join(format!("{}.{}.ptx", k.name, target.name()));
     std::fs::write(&path, module).unwrap();
@@ -128,7 +130,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
     }
     let reports = parse_reports(&stderr);
     for v in variants {
-        let Some((_, r)) = reports.iter().find(|(n, _)| n == v.entry) else {
+        let Some((_, r)) = reports.iter().find(|(n, _)| *n == v.entry) else {
             outcome
                 .failures
                 .push(format!("{} {}: no ptxas report for {}", k.name, target.name(), v.entry));
@@ -191,15 +193,11 @@ fn every_kernel_variant_assembles_without_spills() {
         println!("skipping ptxas validation: ptxas not found (pip install nvidia-cuda-nvcc)");
         return;
     };
-    let listed = tile_kernels::kernels();
     let kernels = tile::registered_kernels();
-    for k in listed {
-        assert!(
-            kernels.iter().any(|r| std::ptr::eq(*r, k)),
-            "{} is not in the registry",
-            k.name
-        );
-    }
+    assert!(
+        kernels.iter().any(|k| k.module_path.starts_with("tile_kernels::")),
+        "the library's kernels are not in the registry"
+    );
     let dir = std::env::temp_dir().join(format!("tile-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // One ptxas run per kernel and target, spread over the cores.

@@ -3,9 +3,9 @@
 //!
 //! The default model, embedded in the binary, is a small character-level
 //! GPT-2 (4 layers, 4 heads, 128 channels, 128-character context) trained on
-//! Shakespeare's plays by `train/train_char_gpt.py`. The same code runs on a
-//! GPU (kernels launched through the driver) or, without one, on the
-//! kernels' CPU reference versions.
+//! Shakespeare's plays by `train/train_char_gpt.py`. The same code runs on
+//! any `tile::Backend`: a GPU stream (kernels launched through the driver)
+//! or, without one, `tile::Cpu` (the kernels' CPU reference versions).
 
 pub mod backend;
 pub mod error;
@@ -14,7 +14,6 @@ pub mod sample;
 pub mod tokenizer;
 pub mod weights;
 
-pub use backend::{Backend, Cpu, Gpu};
 pub use error::{GptError, Result};
 pub use model::{Config, Gpt};
 pub use tokenizer::CharTokenizer;

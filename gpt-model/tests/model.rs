@@ -2,7 +2,7 @@
 //! the CPU backend and (with a GPU) on the GPU; and typed errors for bad
 //! weights and prompts.
 
-use gpt_model::{Backend, CharTokenizer, Cpu, DEFAULT_MODEL, Gpt, GptError, Gpu, Weights};
+use gpt_model::{CharTokenizer, DEFAULT_MODEL, Gpt, GptError, Weights};
 
 struct Reference {
     context: String,
@@ -26,12 +26,12 @@ fn rel_err(got: &[f32], want: &[f64]) -> f64 {
     (num / den).sqrt()
 }
 
-fn check_against_pytorch<B: Backend>(backend: &B, what: &str) {
+fn check_against_pytorch<B: tile::Backend>(on: &B, what: &str) {
     let weights = Weights::parse(DEFAULT_MODEL).unwrap();
-    let model = Gpt::load(backend, &weights).unwrap();
+    let model = Gpt::load(on, &weights).unwrap();
     let r = reference();
     let tokens = CharTokenizer::new(&weights.vocab).encode(&r.context).unwrap();
-    let logits = model.forward(backend, &tokens).unwrap();
+    let logits = model.forward(on, &tokens).unwrap();
     let v = model.config.vocab_size;
     let (first, last) = (&logits[..v], &logits[(tokens.len() - 1) * v..]);
     // PyTorch ran in f32 with TF32 matmuls allowed: agree to about 1e-3.
@@ -45,7 +45,7 @@ fn check_against_pytorch<B: Backend>(backend: &B, what: &str) {
 
 #[test]
 fn cpu_forward_matches_pytorch() {
-    check_against_pytorch(&Cpu, "cpu");
+    check_against_pytorch(&tile::Cpu, "cpu");
 }
 
 #[test]
@@ -53,17 +53,12 @@ fn gpu_forward_matches_pytorch() {
     let Some(device) = tile::testing::gpu_or_skip("gpu_forward_matches_pytorch") else {
         return;
     };
-    check_against_pytorch(
-        &Gpu {
-            stream: device.stream(),
-        },
-        "gpu",
-    );
+    check_against_pytorch(&device.stream(), "gpu");
 }
 
 #[test]
 fn corrupt_weights_are_typed_errors() {
-    let bad = |bytes: &[u8]| match Weights::parse(bytes).and_then(|w| Gpt::load(&Cpu, &w).map(|_| ())) {
+    let bad = |bytes: &[u8]| match Weights::parse(bytes).and_then(|w| Gpt::load(&tile::Cpu, &w).map(|_| ())) {
         Err(GptError::Weights(msg)) => msg,
         Err(other) => panic!("expected a weights error, got {other}"),
         Ok(()) => panic!("corrupt weights were accepted"),

@@ -4,42 +4,9 @@
 //! ([`crate::lower`]).
 
 use crate::error::{Error, Result};
-use crate::ptx::Target;
 use crate::{ast, check, dtype, ir, lower, parse, simplify, variants, warps};
 use proc_macro2::TokenStream;
-
-/// One PTX entry: a const assignment, with or without 16-byte vector accesses.
-pub struct Variant {
-    pub types: Vec<dtype::DType>,
-    pub consts: Vec<i64>,
-    /// The tensor parameters (indices among all parameters) accessed with
-    /// 16-byte vectors: all of them, none, or those the `mma` pipelines copy.
-    pub vectorized: Vec<usize>,
-    pub entry: String,
-    /// The `.entry` text; prepend [`Target::header`] for a module.
-    pub ptx: String,
-    pub threads: u32,
-    pub shared_bytes: usize,
-    pub dynamic_shared_bytes: usize,
-    /// The only target this variant is for (`wgmma` needs sm_90a); `None`
-    /// for portable PTX, valid on every target.
-    pub target: Option<Target>,
-    /// Tensor maps the launcher encodes and passes after the parameters (TMA).
-    pub tensor_maps: Vec<lower::TensorMap>,
-    /// Launched on a persistent grid (see [`lower::Lowered::persistent`]).
-    pub persistent: bool,
-    /// Blocks per cluster (see [`lower::Lowered::cluster`]).
-    pub cluster: u32,
-    /// The tensors read only by TMA copies (see [`lower::Lowered::tma_only`]).
-    pub tma_only: Vec<usize>,
-}
-
-impl Variant {
-    /// A complete PTX module for `target`.
-    pub fn module(&self, target: Target) -> String {
-        format!("{}{}", target.header(), self.ptx)
-    }
-}
+use tile_spec::Variant;
 
 /// One assignment of a kernel's type and const parameters, and its IR.
 pub struct Specialization {
@@ -149,19 +116,19 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
             let entry = format!("{}{suffix}_{}", kernel.name, planned.kind);
             let lowered = lower::lower(&planned.laid_out.context(), &planned.plan, &entry);
             variants.push(Variant {
-                types: types.clone(),
-                consts: values.clone(),
-                vectorized: planned.laid_out.vectorized.clone(),
-                entry,
-                ptx: lowered.text,
+                types: types.clone().into(),
+                consts: values.clone().into(),
+                vectorized: planned.laid_out.vectorized.clone().into(),
+                entry: entry.into(),
+                ptx: lowered.text.into(),
                 threads: lowered.threads,
                 shared_bytes: lowered.shared_bytes,
                 dynamic_shared_bytes: lowered.dynamic_shared_bytes,
                 target: planned.target,
-                tensor_maps: lowered.tensor_maps,
+                tensor_maps: lowered.tensor_maps.into(),
                 persistent: lowered.persistent,
                 cluster: lowered.cluster,
-                tma_only: lowered.tma_only,
+                tma_only: lowered.tma_only.into(),
             });
         }
         funcs.push(Specialization {

@@ -1,6 +1,8 @@
 //! What `#[tile::kernel]` expands to: a module named after the kernel with
-//! the PTX of every specialization, a typed GPU launcher, the CPU reference
-//! function, and a registration in the kernel registry.
+//! `KERNEL` (the PTX of every specialization, and the CPU reference version
+//! dispatching to one function per specialization), `launch_with` and
+//! `launch` (generic over the backend, `tile::Backend`: a GPU stream or the
+//! CPU), and a registration in the kernel registry.
 
 use crate::ast::{Elem, ParamKind};
 use crate::cpu::{self, rust_type};
@@ -9,65 +11,72 @@ use crate::{CompiledKernel, Variant};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
+/// `d` as the expansion writes it: `::tile::DType::F32`.
 fn runtime_dtype(d: DType) -> TokenStream {
-    match d {
-        DType::F32 => quote!(::tile::DType::F32),
-        DType::F16 => quote!(::tile::DType::F16),
-        DType::BF16 => quote!(::tile::DType::BF16),
-        DType::I32 => quote!(::tile::DType::I32),
-        DType::U32 => quote!(::tile::DType::U32),
-        DType::Bool => unreachable!("no bool tensors or parameters"),
-    }
+    let name = format_ident!("{d:?}");
+    quote!(::tile::DType::#name)
 }
 
+/// `Cow::Borrowed(&[..])` of `items`: a slice in `static` data.
+fn borrowed_slice(items: impl Iterator<Item = TokenStream>) -> TokenStream {
+    quote!(::std::borrow::Cow::Borrowed(&[#(#items),*]))
+}
+
+/// A variant as a `static` `::tile::Variant` (see `tile_spec::Variant`).
 fn variant_spec(v: &Variant) -> TokenStream {
-    let types = v.types.iter().map(|d| runtime_dtype(*d));
-    let consts = &v.consts;
     let Variant {
+        types,
+        consts,
         vectorized,
         entry,
-        ptx,
         threads,
         shared_bytes,
         dynamic_shared_bytes,
+        target,
+        tensor_maps,
+        tma_only,
         persistent,
         cluster,
-        tma_only,
-        ..
+        ptx,
     } = v;
-    let target = match v.target {
+    let (entry, ptx) = (entry.as_ref(), ptx.as_ref());
+    let types = borrowed_slice(types.iter().map(|d| runtime_dtype(*d)));
+    let consts = borrowed_slice(consts.iter().map(|c| quote!(#c)));
+    let vectorized = borrowed_slice(vectorized.iter().map(|p| quote!(#p)));
+    let tma_only = borrowed_slice(tma_only.iter().map(|p| quote!(#p)));
+    let target = match target {
         None => quote!(::core::option::Option::None),
         Some(t) => {
-            let name = format_ident!("{}", format!("{t:?}"));
+            let name = format_ident!("{t:?}");
             quote!(::core::option::Option::Some(::tile::Target::#name))
         }
     };
-    let tensor_maps = v.tensor_maps.iter().map(|m| {
-        let (param, dims, swizzle, interleaved, tf32) =
-            (m.param, &m.box_dims, m.swizzle_bytes, m.interleaved_rows, m.tf32);
-        quote!(::tile::TensorMapSpec {
+    let tensor_maps = borrowed_slice(tensor_maps.iter().map(|m| {
+        let (param, swizzle, interleaved, tf32) = (m.param, m.swizzle_bytes, m.interleaved_rows, m.tf32);
+        let box_dims = borrowed_slice(m.box_dims.iter().map(|d| quote!(#d)));
+        quote!(::tile::TensorMap {
             param: #param,
-            box_dims: &[#(#dims),*],
+            box_dims: #box_dims,
             swizzle_bytes: #swizzle,
             interleaved_rows: #interleaved,
             tf32: #tf32,
         })
-    });
+    }));
     quote! {
-        ::tile::VariantSpec {
-            types: &[#(#types),*],
-            consts: &[#(#consts),*],
-            vectorized: &[#(#vectorized),*],
-            entry: #entry,
+        ::tile::Variant {
+            types: #types,
+            consts: #consts,
+            vectorized: #vectorized,
+            entry: ::std::borrow::Cow::Borrowed(#entry),
             threads: #threads,
             shared_bytes: #shared_bytes,
             dynamic_shared_bytes: #dynamic_shared_bytes,
             target: #target,
-            tensor_maps: &[#(#tensor_maps),*],
-            tma_only: &[#(#tma_only),*],
+            tensor_maps: #tensor_maps,
+            tma_only: #tma_only,
             persistent: #persistent,
             cluster: #cluster,
-            ptx: #ptx,
+            ptx: ::std::borrow::Cow::Borrowed(#ptx),
         }
     }
 }
@@ -117,73 +126,63 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     });
     let variants = k.variants.iter().map(variant_spec);
 
-    let signature = |host: bool| -> Vec<TokenStream> {
-        ast.params
-            .iter()
-            .map(|p| {
-                let n = &p.name;
-                let tensor = if host {
-                    quote!(::tile::HostTensor)
-                } else {
-                    quote!(::tile::Tensor)
-                };
-                match &p.kind {
-                    ParamKind::Tensor { elem, mutable: false } => {
-                        let t = elem_type(elem);
-                        quote!(#n: &#tensor<#t>)
-                    }
-                    ParamKind::Tensor { elem, mutable: true } => {
-                        let t = elem_type(elem);
-                        quote!(#n: &mut #tensor<#t>)
-                    }
-                    ParamKind::Scalar(dtype) => {
-                        let t = rust_type(*dtype);
-                        quote!(#n: #t)
-                    }
+    // The backend's generic parameter: `B`, unless the kernel has one of that name.
+    let taken = |n: &str| type_names.iter().chain(&const_names).any(|t| t == n);
+    let backend = format_ident!("{}", if taken("B") { "TileBackend" } else { "B" });
+    let params: Vec<TokenStream> = ast
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            match &p.kind {
+                ParamKind::Tensor { elem, mutable } => {
+                    let t = elem_type(elem);
+                    let m = mutable.then(|| quote!(mut));
+                    quote!(#n: &#m <#backend as ::tile::Backend>::Tensor<#t>)
                 }
-            })
-            .collect()
-    };
-    let gpu_params = signature(false);
-    let cpu_params = signature(true);
+                ParamKind::Scalar(dtype) => {
+                    let t = rust_type(*dtype);
+                    quote!(#n: #t)
+                }
+            }
+        })
+        .collect();
+    let param_names: Vec<_> = ast.params.iter().map(|p| &p.name).collect();
     let args: Vec<TokenStream> = ast
         .params
         .iter()
         .map(|p| {
             let n = &p.name;
             match p.kind {
-                ParamKind::Tensor { mutable: false, .. } => quote!(::tile::Arg::tensor(#n)),
-                ParamKind::Tensor { mutable: true, .. } => quote!(::tile::Arg::tensor_mut(#n)),
+                ParamKind::Tensor { mutable: false, .. } => {
+                    quote!(::tile::Arg::Tensor(<#backend as ::tile::Backend>::operand(#n)))
+                }
+                ParamKind::Tensor { mutable: true, .. } => {
+                    quote!(::tile::Arg::TensorMut(<#backend as ::tile::Backend>::operand_mut(#n)))
+                }
                 ParamKind::Scalar(DType::F32) => quote!(::tile::Arg::F32(#n)),
                 ParamKind::Scalar(DType::U32) => quote!(::tile::Arg::U32(#n)),
                 ParamKind::Scalar(_) => quote!(::tile::Arg::I32(#n)),
             }
         })
         .collect();
-    let cpu_shapes = ast.params.iter().map(|p| {
-        let n = &p.name;
-        match p.kind {
-            ParamKind::Tensor { .. } => quote!(::core::option::Option::Some(#n.shape())),
-            ParamKind::Scalar(_) => quote!(::core::option::Option::None),
-        }
-    });
 
-    // Generic parameters of the generated functions, and the check that the
-    // chosen values were built: a compile error where they are known.
-    let generics = if type_idents.is_empty() && const_idents.is_empty() {
-        quote!()
-    } else {
-        quote!(<#(#type_idents: ::tile::Element,)* #(const #const_idents: usize),*>)
-    };
-    let type_checks = ast.types.iter().map(|t| {
-        let id = &t.name;
-        let pats = t.dtypes.iter().map(|d| runtime_dtype(*d));
-        let names: Vec<&str> = t.dtypes.iter().map(|d| d.name()).collect();
-        let msg = format!(
-            "`{name_str}` is not built for this element type `{id}`: use one of {names:?}, or add it to #[tile::kernel({id} = [..])]"
-        );
-        quote!(::core::assert!(::core::matches!(<#id as ::tile::Element>::DTYPE, #(#pats)|*), #msg);)
-    });
+    // The check that the chosen values were built: a compile error where
+    // they are known (the generic arguments of `launch`; the element types
+    // of `launch_with`).
+    let type_checks: Vec<TokenStream> = ast
+        .types
+        .iter()
+        .map(|t| {
+            let id = &t.name;
+            let pats = t.dtypes.iter().map(|d| runtime_dtype(*d));
+            let names: Vec<&str> = t.dtypes.iter().map(|d| d.name()).collect();
+            let msg = format!(
+                "`{name_str}` is not built for this element type `{id}`: use one of {names:?}, or add it to #[tile::kernel({id} = [..])]"
+            );
+            quote!(::core::assert!(::core::matches!(<#id as ::tile::Element>::DTYPE, #(#pats)|*), #msg);)
+        })
+        .collect();
     let const_checks = ast.consts.iter().map(|c| {
         let id = &c.name;
         let vals: Vec<usize> = c.values.iter().map(|&v| v as usize).collect();
@@ -192,18 +191,21 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
         );
         quote!(::core::assert!(#(#id == #vals)||*, #msg);)
     });
-    let type_checks: Vec<TokenStream> = type_checks.collect();
-    let checks: Vec<TokenStream> = type_checks.iter().cloned().chain(const_checks).collect();
-    let build_check = if checks.is_empty() {
-        quote!()
-    } else {
-        quote!(const { #(#checks)* };)
+    let compile_check = |checks: Vec<TokenStream>| {
+        if checks.is_empty() {
+            quote!()
+        } else {
+            quote!(const { #(#checks)* };)
+        }
     };
-    let type_values = quote!(&[#(<#type_idents as ::tile::Element>::DTYPE),*]);
-    let const_values = quote!(&[#(#const_idents as i64),*]);
+    let launch_check = compile_check(type_checks.iter().cloned().chain(const_checks).collect());
+    let launch_with_check = compile_check(type_checks);
+    let type_params = quote!(#(#type_idents: ::tile::Element,)*);
+    let launch_generics = quote!(<#type_params #(const #const_idents: usize,)* #backend: ::tile::Backend>);
+    let launch_with_generics = quote!(<#type_params #backend: ::tile::Backend>);
 
     // One CPU function per specialization, chosen at run time by the
-    // generic arguments; tensors are re-typed to the specialization's types.
+    // types and const values; each takes its concrete host tensors.
     let cpu_fns = k.funcs.iter().enumerate().map(|(i, s)| {
         let fname = format_ident!("cpu_specialization_{}", i);
         let body = cpu::body(&s.func);
@@ -236,71 +238,64 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             }
         }
     });
+    let arg_idents: Vec<_> = (0..ast.params.len()).map(|i| format_ident!("arg_{}", i)).collect();
+    let count = ast.params.len();
     let cpu_arms = k.funcs.iter().enumerate().map(|(i, s)| {
         let fname = format_ident!("cpu_specialization_{}", i);
         let types = s.types.iter().map(|d| runtime_dtype(*d));
         let consts = &s.consts;
-        let call_args = ast.params.iter().map(|p| {
-            let n = &p.name;
-            match p.kind {
-                ParamKind::Tensor { mutable: false, .. } => quote!(::tile::__private::retype(#n)),
-                ParamKind::Tensor { mutable: true, .. } => quote!(::tile::__private::retype_mut(#n)),
-                ParamKind::Scalar(_) => quote!(#n),
+        let typed = s.func.params.iter().enumerate().map(|(p, ip)| {
+            let a = &arg_idents[p];
+            match ip {
+                crate::ir::Param::Tensor(t) => {
+                    let ty = rust_type(t.dtype);
+                    if t.mutable {
+                        quote!(let #a = ::tile::__private::host_tensor_mut::<#ty>(&KERNEL, #p, #a)?;)
+                    } else {
+                        quote!(let #a = ::tile::__private::host_tensor::<#ty>(&KERNEL, #p, #a)?;)
+                    }
+                }
+                crate::ir::Param::Scalar { dtype, .. } => {
+                    let ty = rust_type(*dtype);
+                    quote!(let #a = ::tile::__private::host_scalar::<#ty>(&KERNEL, #p, #a)?;)
+                }
             }
         });
         quote! {
             if types == [#(#types),*] && consts == [#(#consts),*] {
-                #fname(block, nblocks, #(#call_args),*);
-                continue;
+                let [#(#arg_idents),*] = ::tile::__private::host_args::<#count>(&KERNEL, args)?;
+                #(#typed)*
+                for block_z in 0..grid.z {
+                    for block_y in 0..grid.y {
+                        for block_x in 0..grid.x {
+                            let block = [block_x as i32, block_y as i32, block_z as i32];
+                            #fname(block, nblocks, #(#arg_idents),*);
+                        }
+                    }
+                }
+                return ::core::result::Result::Ok(());
             }
         }
     });
 
-    // With const parameters: `launch_with`, their values given at run time
-    // (an autotuner's candidates), the element types still generic.
-    let launch_with = if const_idents.is_empty() {
-        quote!()
-    } else {
-        let type_check = if type_checks.is_empty() {
-            quote!()
-        } else {
-            quote!(const { #(#type_checks)* };)
-        };
-        let const_names = const_idents
-            .iter()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        let doc = format!(
-            "Launches the specialization of `{name_str}` whose const parameters ({const_names}) take `consts`, chosen at run time: a combination not built is an `Error::NotBuilt`. `KERNEL.specializations(..)` lists the built ones. Otherwise as `launch`."
-        );
-        quote! {
-            #[doc = #doc]
-            #[allow(clippy::too_many_arguments)]
-            pub fn launch_with<#(#type_idents: ::tile::Element),*>(
-                stream: &::tile::Stream,
-                consts: &[usize],
-                grid: impl ::core::convert::Into<::tile::Grid>,
-                #(#gpu_params),*
-            ) -> ::core::result::Result<(), ::tile::Error> {
-                #type_check
-                let consts: ::std::vec::Vec<i64> = consts.iter().map(|&c| c as i64).collect();
-                ::tile::__private::launch(&KERNEL, #type_values, &consts, stream, grid.into(), &mut [#(#args),*])
-            }
-        }
-    };
-
-    let doc_launch = format!(
-        "Launches `{name_str}` on `stream` over `grid` blocks. Checks ranks, sizes and alignment first and returns a typed error instead of launching with bad arguments."
+    let const_list = const_idents
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let doc_launch_with = format!(
+        "Runs `{name_str}` on `on`, a GPU stream (`&tile::Stream`, tensors `tile::Tensor`) or the CPU (`&tile::Cpu`, the reference version, tensors `tile::HostTensor`), over `grid` blocks, with the const parameters ({const_list}) taking `consts`, chosen at run time: a combination not built is an `Error::NotBuilt` (`KERNEL.specializations(..)` lists the built ones). The element types come from the tensors. Checks ranks, sizes and the grid first and returns a typed error instead of running with bad arguments; on a GPU, queues the kernel and returns, on the CPU, runs every block first."
     );
-    let doc_cpu =
-        format!("Runs `{name_str}` on the CPU, block after block: the reference the GPU version is tested against.");
+    let doc_launch = format!(
+        "Runs `{name_str}` on `on` (a GPU stream or `&tile::Cpu`) over `grid` blocks, as `launch_with` does, with the element types and const values as generic arguments, the backend last (`launch::<f32, 1024, _>(&stream, ..)`): values the attribute does not list are compile errors."
+    );
     quote! {
         #(#attrs)*
         #[allow(non_snake_case)]
         #vis mod #name {
             /// Everything the compiler produced for this kernel: one PTX entry
-            /// per specialization, with and without 16-byte vector accesses.
+            /// per specialization, with and without 16-byte vector accesses,
+            /// and the CPU version.
             pub static KERNEL: ::tile::KernelSpec = ::tile::KernelSpec {
                 name: #name_str,
                 module_path: ::core::module_path!(),
@@ -308,49 +303,62 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 types: &[#(#type_names),*],
                 consts: &[#(#const_names),*],
                 variants: &[#(#variants),*],
+                cpu: cpu_version,
             };
 
             ::tile::__private::inventory::submit! { ::tile::KernelRef(&KERNEL) }
 
             #[doc = #doc_launch]
             #[allow(clippy::too_many_arguments)]
-            pub fn launch #generics (
-                stream: &::tile::Stream,
+            pub fn launch #launch_generics (
+                on: &#backend,
                 grid: impl ::core::convert::Into<::tile::Grid>,
-                #(#gpu_params),*
+                #(#params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
-                #build_check
-                ::tile::__private::launch(&KERNEL, #type_values, #const_values, stream, grid.into(), &mut [#(#args),*])
+                #launch_check
+                run::<#(#type_idents,)* #backend>(on, &[#(#const_idents as i64),*], grid.into(), #(#param_names),*)
             }
 
-            #launch_with
-
-            #[doc = #doc_cpu]
+            #[doc = #doc_launch_with]
             #[allow(clippy::too_many_arguments)]
-            pub fn cpu #generics (
+            pub fn launch_with #launch_with_generics (
+                on: &#backend,
+                consts: &[usize],
                 grid: impl ::core::convert::Into<::tile::Grid>,
-                #(#cpu_params),*
+                #(#params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
-                #build_check
-                let grid: ::tile::Grid = grid.into();
-                ::tile::__private::check_cpu_args(&KERNEL, &[#(#cpu_shapes),*], grid)?;
-                let types: &[::tile::DType] = #type_values;
-                let consts: &[i64] = #const_values;
+                #launch_with_check
+                let consts: ::std::vec::Vec<i64> = consts.iter().map(|&c| c as i64).collect();
+                run::<#(#type_idents,)* #backend>(on, &consts, grid.into(), #(#param_names),*)
+            }
+
+            /// What `launch` and `launch_with` run once their checks passed:
+            /// the backend's launch with the arguments type-erased.
+            #[allow(clippy::too_many_arguments)]
+            fn run #launch_with_generics (
+                on: &#backend,
+                consts: &[i64],
+                grid: ::tile::Grid,
+                #(#params),*
+            ) -> ::core::result::Result<(), ::tile::Error> {
+                let types = [#(<#type_idents as ::tile::Element>::DTYPE),*];
+                ::tile::Backend::launch_kernel(on, &KERNEL, &types, consts, grid, &mut [#(#args),*])
+            }
+
+            /// The CPU version (`KERNEL.cpu`): the specialization's reference
+            /// code on every block, one after another.
+            fn cpu_version(
+                types: &[::tile::DType],
+                consts: &[i64],
+                grid: ::tile::Grid,
+                args: &mut [::tile::HostArg<'_>],
+            ) -> ::core::result::Result<(), ::tile::Error> {
                 let nblocks = [grid.x as i32, grid.y as i32, grid.z as i32];
-                for block_z in 0..grid.z {
-                    for block_y in 0..grid.y {
-                        for block_x in 0..grid.x {
-                            let block = [block_x as i32, block_y as i32, block_z as i32];
-                            #(#cpu_arms)*
-                            // Listed values, but a combination the attribute skips.
-                            return ::core::result::Result::Err(::tile::Error::NotBuilt {
-                                kernel: #name_str,
-                                consts: consts.to_vec(),
-                            });
-                        }
-                    }
-                }
-                ::core::result::Result::Ok(())
+                #(#cpu_arms)*
+                ::core::result::Result::Err(::tile::Error::NotBuilt {
+                    kernel: #name_str,
+                    consts: consts.to_vec(),
+                })
             }
 
             #(#cpu_fns)*

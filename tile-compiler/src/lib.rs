@@ -27,9 +27,9 @@ pub mod simplify;
 pub mod variants;
 pub mod warps;
 
-pub use compile::{CompiledKernel, Specialization, Variant, compile};
+pub use compile::{CompiledKernel, Specialization, compile};
 pub use error::{Error, Result};
-pub use ptx::Target;
+pub use tile_spec::{Target, Variant};
 
 use proc_macro2::TokenStream;
 

@@ -22,10 +22,10 @@ use crate::ir::{Func, Param};
 use crate::layout::{self, Layouts, MmaPath};
 use crate::plan::memory::place;
 use crate::plan::{Context, Plan};
-use crate::ptx::Target;
 use crate::simplify;
 use crate::warps::{scalar_warps, wgmma_warps};
 use std::rc::Rc;
+use tile_spec::Target;
 
 /// A specialization laid out for one thread mapping.
 pub struct LaidOut {

@@ -421,7 +421,7 @@ fn compile_catching(attr: &str, item: &str) -> Outcome {
         Ok(k) => {
             for v in &k.variants {
                 for target in tile_compiler::Target::ALL {
-                    if v.ptx.is_empty() || v.module(target).is_empty() {
+                    if v.ptx.is_empty() || target.module(v).is_empty() {
                         return Outcome::Broken(format!("variant `{}` has empty PTX", v.entry));
                     }
                 }

@@ -37,14 +37,14 @@ const SOFTMAX: &str = "fn softmax<const B: usize>(x: &Tensor<f32>, y: &mut Tenso
 fn every_specialization_gets_a_vector_and_a_scalar_entry() {
     let k = compile("B = [256, 4096]", SOFTMAX);
     assert_eq!(k.funcs.len(), 2);
-    let entries: Vec<&str> = k.variants.iter().map(|v| v.entry.as_str()).collect();
+    let entries: Vec<&str> = k.variants.iter().map(|v| &*v.entry).collect();
     assert_eq!(
         entries,
         ["softmax_256_v", "softmax_256_s", "softmax_4096_v", "softmax_4096_s"]
     );
     for v in &k.variants {
         for t in Target::ALL {
-            let m = v.module(t);
+            let m = t.module(v);
             assert!(m.contains(&format!(".target {}", t.name())));
             assert!(m.contains(&format!(".version {}", t.ptx_version())));
         }
@@ -396,7 +396,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
         .iter()
         .find(|v| v.target == Some(Target::Sm90a))
         .expect("a wgmma variant");
-    assert!(w.vectorized == [0, 1, 2] && w.entry.ends_with("_wgmma"));
+    assert!(*w.vectorized == [0, 1, 2] && w.entry.ends_with("_wgmma"));
     assert_eq!(w.threads, 384, "two warpgroups, each a 64x256 slab, and the producer's");
     let p = &w.ptx;
     // One thread copies each stage's tiles by TMA and counts them on an mbarrier.
@@ -416,7 +416,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
     let maps: Vec<(usize, Vec<u32>, u32)> = w
         .tensor_maps
         .iter()
-        .map(|m| (m.param, m.box_dims.clone(), m.swizzle_bytes))
+        .map(|m| (m.param, m.box_dims.to_vec(), m.swizzle_bytes))
         .collect();
     assert_eq!(maps, [(0, vec![64, 128], 128), (1, vec![64, 64], 128)]);
     assert_eq!(p.matches(".param .align 64 .b8").count(), 2);
@@ -463,7 +463,7 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
         .variants
         .iter()
         .filter(|v| v.target.is_some())
-        .map(|v| (v.entry.as_str(), v.cluster))
+        .map(|v| (&*v.entry, v.cluster))
         .collect();
     // Each `wgmma` variant, and the same in pairs, which a launch asks for.
     assert_eq!(
@@ -485,7 +485,7 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
     let local = p.matches("complete_tx::bytes [").count();
     let multicast = p.matches("complete_tx::bytes.multicast::cluster [").count();
     assert_eq!((local, multicast), (2 + 8, 1 + 4));
-    let maps: Vec<Vec<u32>> = w.tensor_maps.iter().map(|m| m.box_dims.clone()).collect();
+    let maps: Vec<Vec<u32>> = w.tensor_maps.iter().map(|m| m.box_dims.to_vec()).collect();
     assert_eq!(maps, [vec![32, 64], vec![32, 2, 4, 4]]);
     // Consumers release each stage in both blocks (8 warps each), the
     // other's through its cluster address, in the loop and after the
@@ -546,13 +546,13 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
         .filter(|v| v.target.is_some() && v.cluster == 1)
         .collect();
     let (all, copied) = (sm90a[0], sm90a[1]);
-    assert!(all.vectorized == [0, 1, 2] && copied.vectorized == [0, 1]);
+    assert!(*all.vectorized == [0, 1, 2] && *copied.vectorized == [0, 1]);
     // Y's box: a 128-byte panel (32 columns) of the tile's 128 rows, 128-byte swizzle.
     let store_map = |v: &tile_compiler::Variant| {
         v.tensor_maps
             .iter()
             .find(|m| m.param == 2)
-            .map(|m| (m.box_dims.clone(), m.swizzle_bytes, m.tf32))
+            .map(|m| (m.box_dims.to_vec(), m.swizzle_bytes, m.tf32))
     };
     // The output keeps its f32 values; the operands' copies round to tf32.
     assert_eq!(store_map(all), Some((vec![32, 128], 128, false)));
@@ -745,7 +745,7 @@ fn tf32_wgmma_reads_a_row_major_b_into_registers() {
         .tensor_maps
         .iter()
         .filter(|m| m.param < 2)
-        .map(|m| (m.param, m.box_dims.clone(), m.interleaved_rows))
+        .map(|m| (m.param, m.box_dims.to_vec(), m.interleaved_rows))
         .collect();
     assert_eq!(maps, [(0, vec![32, 128], false), (1, vec![32, 2, 4, 4], true)]);
     assert!(p.contains("cp.async.bulk.tensor.4d") && p.contains("cp.async.bulk.tensor.2d"));
@@ -849,12 +849,12 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
     let sm90a: Vec<_> = k.variants.iter().filter(|v| v.target.is_some()).collect();
     assert_eq!(sm90a.len(), 2);
     let (all, copied) = (sm90a[0], sm90a[1]);
-    assert!(all.vectorized == [0, 1, 2] && copied.vectorized == [0, 1]);
+    assert!(*all.vectorized == [0, 1, 2] && *copied.vectorized == [0, 1]);
     assert!(copied.entry.ends_with("_wgmma_s") && copied.persistent);
     assert_eq!(copied.tensor_maps.len(), 2);
     // Both read `a` and `b` through TMA alone (the launcher may copy them
     // into rows 16 bytes apart); `c` is stored, not copied.
-    assert!(all.tma_only == [0, 1] && copied.tma_only == [0, 1]);
+    assert!(*all.tma_only == [0, 1] && *copied.tma_only == [0, 1]);
     assert!(all.ptx.contains("st.global.v4.b32"));
     assert!(!copied.ptx.contains("st.global.v") && copied.ptx.contains("st.global.b16"));
     // The portable path has the same middle variant: `cp.async` copies, element-wise stores.
@@ -863,7 +863,7 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
         .iter()
         .find(|v| v.entry.ends_with("_vs"))
         .expect("portable variant for misaligned outputs");
-    assert!(vs.target.is_none() && vs.vectorized == [0, 1] && vs.tma_only.is_empty());
+    assert!(vs.target.is_none() && *vs.vectorized == [0, 1] && vs.tma_only.is_empty());
     assert!(vs.ptx.contains("cp.async.cg.shared.global") && vs.ptx.contains("ldmatrix"));
     assert!(!vs.ptx.contains("st.global.v") && vs.ptx.contains("st.global.b16"));
 }

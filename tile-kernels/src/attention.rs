@@ -13,7 +13,7 @@
 //! `out: [B, T, C]`. f32 inputs multiply through tf32.
 
 use crate::shapes::{dims, expect_shapes};
-use tile::{DType, Element, Stream, Tensor};
+use tile::{Backend, DType, Element, TensorView};
 
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
 /// Grid: [`grid`], a block per `BQ` queries of one (sequence, head), taken
@@ -180,21 +180,35 @@ pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize,
     }
 }
 
-/// Causal attention of every head of `qkv` into `out`, softmax scale
-/// `1 / sqrt(D)`; shapes as [`sizes`] checks them.
-pub fn run<T: Element>(stream: &Stream, qkv: &Tensor<T>, out: &mut Tensor<T>, heads: usize) -> tile::Result<()> {
+/// Causal attention of every head of `qkv` into `out` on `on`, softmax
+/// scale `1 / sqrt(D)`; shapes as [`sizes`] checks them. On a GPU,
+/// [`tiling`] and [`band`] for its device; on the CPU, the portable
+/// path's tiling and bands of one query block (blocks run one at a time
+/// there: any order is as good).
+pub fn run<T: Element, B: Backend>(
+    on: &B,
+    qkv: &B::Tensor<T>,
+    out: &mut B::Tensor<T>,
+    heads: usize,
+) -> tile::Result<()> {
     let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
-    let (queries, keys) = tiling::<T>(stream.device(), seq, d);
+    let ((queries, keys), band) = match on.stream().map(|s| s.device()) {
+        Some(device) => {
+            let tiling = tiling::<T>(device, seq, d);
+            (tiling, band::<T>(device, (batch, seq, heads, d), tiling))
+        }
+        None => (tiling_for(T::DTYPE, false, seq, d), 1),
+    };
     let scale = 1.0 / (d as f32).sqrt();
-    causal_attention::launch_with::<T>(
-        stream,
+    causal_attention::launch_with(
+        on,
         &[queries, keys, d],
         grid(batch, seq, heads, queries),
         qkv,
         out,
         heads as i32,
         scale,
-        band::<T>(stream.device(), (batch, seq, heads, d), (queries, keys)),
+        band,
     )
 }
 

@@ -1,6 +1,11 @@
 //! The tile kernel library. Every kernel is written in the DSL and compiled
-//! to PTX at build time; each is a module with `launch` (GPU), `cpu` (the
-//! reference version) and `KERNEL` (its PTX and parameters).
+//! to PTX at build time; each is a module with `launch_with` and `launch`
+//! (on a GPU stream or `tile::Cpu`, the reference version) and `KERNEL`
+//! (its PTX, parameters and CPU version), registered with
+//! `tile::registered_kernels()` in every program that links this library
+//! (`use tile_kernels as _;` links it where nothing else names it).
+//! The `run*` wrappers pick the specialization and grid for a problem,
+//! generic over the backend.
 //!
 //! Tensors are row-major. Element-wise kernels take 1-D tensors (reshape a
 //! contiguous tensor to `[len]` first); row kernels take `[rows, cols]` and
@@ -14,24 +19,3 @@ pub mod matmul;
 pub mod norm;
 mod shapes;
 pub mod softmax;
-
-/// Every kernel of this library (also listed by `tile::registered_kernels`).
-pub fn kernels() -> [&'static tile::KernelSpec; 15] {
-    [
-        &matmul::matmul::KERNEL,
-        &matmul::linear::KERNEL,
-        &matmul::linear_residual::KERNEL,
-        &matmul::batched_matmul::KERNEL,
-        &attention::causal_attention::KERNEL,
-        &linear::linear_ffma::KERNEL,
-        &elementwise::add::KERNEL,
-        &elementwise::scale::KERNEL,
-        &elementwise::residual_add::KERNEL,
-        &elementwise::gelu::KERNEL,
-        &embedding::embedding::KERNEL,
-        &norm::layer_norm::KERNEL,
-        &norm::rms_norm::KERNEL,
-        &softmax::softmax::KERNEL,
-        &softmax::softmax_online::KERNEL,
-    ]
-}

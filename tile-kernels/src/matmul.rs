@@ -12,7 +12,7 @@
 use crate::shapes::{dims, expect_shapes};
 use std::fmt;
 use tile::autotune::{size_class, tune};
-use tile::{Element, KernelSpec, Stream, Tensor};
+use tile::{Backend, Element, KernelSpec, TensorView};
 
 /// A tile shape the kernels below are built with, `BM x BN x BK` (one
 /// specialization), its blocks launched in pairs that share operand tiles
@@ -56,6 +56,13 @@ impl fmt::Display for Tile {
     }
 }
 
+/// A linear layer's input, weights and bias, `(x, w, b)`, on backend `B`.
+pub type LinearOperands<'a, B, T> = (
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+);
+
 /// The tiles `kernel` is built with for element type `T`, widest first:
 /// its attribute's lists, less the combinations it skips; then, in pairs,
 /// those with a variant whose blocks run in pairs (f32 operands on
@@ -84,60 +91,63 @@ pub fn tiles<T: Element>() -> Vec<Tile> {
     built_tiles::<T>(&matmul::KERNEL)
 }
 
-/// Of `tiles`, those worth timing on `stream`'s device: paired ones only
-/// on sm_90a, the one target with paired variants; elsewhere they would
-/// launch as their unpaired twins and be timed twice.
-fn candidates(tiles: Vec<Tile>, stream: &Stream) -> Vec<Tile> {
-    let pairs = stream.device().target() == tile::Target::Sm90a;
+/// Of `tiles`, those worth timing on `on`: paired ones only on an sm_90a
+/// GPU, the one target with paired variants; elsewhere (the CPU included)
+/// they would run as their unpaired twins and be timed twice.
+fn candidates<B: Backend>(tiles: Vec<Tile>, on: &B) -> Vec<Tile> {
+    let pairs = on.stream().is_some_and(|s| s.device().target() == tile::Target::Sm90a);
     tiles.into_iter().filter(|t| pairs || !t.pairs).collect()
 }
 
-/// `c = a @ b` with `tile` (one of [`tiles`]; another is a
+/// `c = a @ b` on `on` with `tile` (one of [`tiles`]; another is a
 /// `tile::Error::NotBuilt`).
-pub fn launch_tile<T: Element>(
-    stream: &Stream,
+pub fn launch_tile<T: Element, B: Backend>(
+    on: &B,
     tile: Tile,
-    a: &Tensor<T>,
-    b: &Tensor<T>,
-    c: &mut Tensor<T>,
+    a: &B::Tensor<T>,
+    b: &B::Tensor<T>,
+    c: &mut B::Tensor<T>,
 ) -> tile::Result<()> {
     let (m, _, n) = matmul_sizes(a, b, c)?;
-    matmul::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), a, b, c)
+    matmul::launch_with(on, &tile.consts(), tile.grid(m, n), a, b, c)
 }
 
-/// `y = x @ w^T + b` (GELU after if `gelu`) with `tile` (one of [`tiles`]).
-pub fn launch_linear_tile<T: Element>(
-    stream: &Stream,
+/// `y = x @ w^T + b` (GELU after if `gelu`) on `on` with `tile` (one of [`tiles`]).
+pub fn launch_linear_tile<T: Element, B: Backend>(
+    on: &B,
     tile: Tile,
-    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
-    y: &mut Tensor<T>,
+    (x, w, b): LinearOperands<B, T>,
+    y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<()> {
     let (m, _, n) = linear_sizes((x, w, b), None, y)?;
-    linear::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
+    linear::launch_with(on, &tile.consts(), tile.grid(m, n), x, w, b, y, gelu as i32)
 }
 
 /// Of `tiles`, those worth timing for `batch` outputs `m x n` on a GPU of
-/// `multiprocessors` SMs. When even the smallest tile's grid is under one
-/// wave (fewer blocks than SMs), every block runs at once and takes one
-/// K-loop's time, which a smaller tile shortens: the smallest tile (the
-/// longest K-step of those) is the choice, untimed. (The GPT's layers are
-/// such products: launches of a few microseconds that timing told apart
-/// by noise only, at a cost of 4 s on the first `generate`, H100.)
-fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multiprocessors: usize) -> Vec<Tile> {
+/// `multiprocessors` SMs (`None`: the CPU). When even the smallest tile's
+/// grid is under one wave (fewer blocks than SMs), every block runs at
+/// once and takes one K-loop's time, which a smaller tile shortens: the
+/// smallest tile (the longest K-step of those) is the choice, untimed.
+/// (The GPT's layers are such products: launches of a few microseconds
+/// that timing told apart by noise only, at a cost of 4 s on the first
+/// `generate`, H100.) On the CPU, where every tile computes the same
+/// result and nothing is timed, the smallest too: it pads the least.
+fn worth_timing(tiles: Vec<Tile>, (batch, m, n): (usize, usize, usize), multiprocessors: Option<usize>) -> Vec<Tile> {
     let smallest = tiles
         .iter()
         .filter(|t| !t.pairs)
         .min_by_key(|t| (t.bm * t.bn, std::cmp::Reverse(t.bk)))
         .copied();
+    let under_a_wave = |t: Tile| multiprocessors.is_none_or(|sms| batch * (blocks(m, n, t.bm, t.bn) as usize) < sms);
     match smallest {
-        Some(t) if batch * (blocks(m, n, t.bm, t.bn) as usize) < multiprocessors => vec![t],
+        Some(t) if under_a_wave(t) => vec![t],
         _ => tiles,
     }
 }
 
 /// `(m, k, n)` of `c = a @ b`, the operands' shapes checked against each other.
-fn matmul_sizes<T: Element>(a: &Tensor<T>, b: &Tensor<T>, c: &Tensor<T>) -> tile::Result<(usize, usize, usize)> {
+fn matmul_sizes(a: &impl TensorView, b: &impl TensorView, c: &impl TensorView) -> tile::Result<(usize, usize, usize)> {
     let ([m, k], [_, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
     let from = format!("c = a @ b with a: [M, K] = [{m}, {k}]");
     expect_shapes(&from, &[("b", b.shape(), &[k, n]), ("c", c.shape(), &[m, n])])?;
@@ -145,10 +155,10 @@ fn matmul_sizes<T: Element>(a: &Tensor<T>, b: &Tensor<T>, c: &Tensor<T>) -> tile
 }
 
 /// `(m, k, n)` of `y = [residual +] x @ w^T + b`, the shapes checked.
-fn linear_sizes<T: Element>(
-    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
-    residual: Option<&Tensor<T>>,
-    y: &Tensor<T>,
+fn linear_sizes<V: TensorView>(
+    (x, w, b): (&V, &V, &V),
+    residual: Option<&V>,
+    y: &V,
 ) -> tile::Result<(usize, usize, usize)> {
     let ([m, k], [n, _]) = (dims("x", x.shape())?, dims("w", w.shape())?);
     let from = format!("y = x @ w^T + b with x: [M, K] = [{m}, {k}], w: [N, K] = [{n}, ..]");
@@ -161,10 +171,10 @@ fn linear_sizes<T: Element>(
 }
 
 /// `(batch, (m, k, n))` of `c[i] = a[i] @ b[i]`, the shapes checked.
-fn batched_sizes<T: Element>(
-    a: &Tensor<T>,
-    b: &Tensor<T>,
-    c: &Tensor<T>,
+fn batched_sizes(
+    a: &impl TensorView,
+    b: &impl TensorView,
+    c: &impl TensorView,
 ) -> tile::Result<(usize, (usize, usize, usize))> {
     let ([batch, m, k], [_, _, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
     let from = format!("c[i] = a[i] @ b[i] with a: [B, M, K] = [{batch}, {m}, {k}]");
@@ -175,12 +185,12 @@ fn batched_sizes<T: Element>(
     Ok((batch, (m, k, n)))
 }
 
-/// Tunes `launch` over `kernel`'s tiles for `batch` products `m x k x n`
-/// of `T` (the key: the kernel's name, the dtype and the size classes, the
-/// batch's only for a batched kernel, `Some(batch)`), runs the fastest and
-/// returns it.
-fn tuned<T: Element>(
-    stream: &Stream,
+/// Tunes `launch` on `on` over `kernel`'s tiles for `batch` products
+/// `m x k x n` of `T` (the key: the kernel's name, the dtype and the size
+/// classes, the batch's only for a batched kernel, `Some(batch)`), runs the
+/// fastest and returns it.
+fn tuned<T: Element, B: Backend>(
+    on: &B,
     kernel: &KernelSpec,
     batch: Option<usize>,
     (m, k, n): (usize, usize, usize),
@@ -195,87 +205,95 @@ fn tuned<T: Element>(
         size_class(k),
         size_class(n)
     );
-    let tiles = candidates(built_tiles::<T>(kernel), stream);
+    let tiles = candidates(built_tiles::<T>(kernel), on);
     let outputs = (batch.unwrap_or(1), m, n);
-    let tiles = worth_timing(tiles, outputs, stream.device().multiprocessors());
-    tune(stream, &key, &tiles, launch)
+    let multiprocessors = on.stream().map(|s| s.device().multiprocessors());
+    tune(on, &key, &worth_timing(tiles, outputs, multiprocessors), launch)
 }
 
-/// `c = a @ b` with the tile shape tuned for this problem class; returns
-/// that tile (one of [`tiles`]).
-pub fn run<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
+/// `c = a @ b` on `on` with the tile shape tuned for this problem class;
+/// returns that tile (one of [`tiles`]).
+pub fn run<T: Element, B: Backend>(
+    on: &B,
+    a: &B::Tensor<T>,
+    b: &B::Tensor<T>,
+    c: &mut B::Tensor<T>,
+) -> tile::Result<Tile> {
     let sizes = matmul_sizes(a, b, c)?;
-    tuned::<T>(stream, &matmul::KERNEL, None, sizes, |tile| {
-        launch_tile(stream, tile, a, b, c)
-    })
+    tuned::<T, B>(on, &matmul::KERNEL, None, sizes, |tile| launch_tile(on, tile, a, b, c))
 }
 
-/// `y = x @ w^T + b` (then GELU if `gelu`) with the tile shape tuned for
-/// this problem class; returns that tile.
-pub fn run_linear<T: Element>(
-    stream: &Stream,
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    b: &Tensor<T>,
-    y: &mut Tensor<T>,
+/// `y = x @ w^T + b` (then GELU if `gelu`) on `on` with the tile shape
+/// tuned for this problem class; returns that tile.
+pub fn run_linear<T: Element, B: Backend>(
+    on: &B,
+    x: &B::Tensor<T>,
+    w: &B::Tensor<T>,
+    b: &B::Tensor<T>,
+    y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<Tile> {
     let sizes = linear_sizes((x, w, b), None, y)?;
-    tuned::<T>(stream, &linear::KERNEL, None, sizes, |tile| {
-        launch_linear_tile(stream, tile, (x, w, b), y, gelu)
+    tuned::<T, B>(on, &linear::KERNEL, None, sizes, |tile| {
+        launch_linear_tile(on, tile, (x, w, b), y, gelu)
     })
 }
 
-/// `y = residual + x @ w^T + b` with `tile` (one [`linear_residual`] is
-/// built with; another is a `tile::Error::NotBuilt`).
-pub fn launch_linear_residual_tile<T: Element>(
-    stream: &Stream,
+/// `y = residual + x @ w^T + b` on `on` with `tile` (one
+/// [`linear_residual`] is built with; another is a `tile::Error::NotBuilt`).
+pub fn launch_linear_residual_tile<T: Element, B: Backend>(
+    on: &B,
     tile: Tile,
-    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
-    residual: &Tensor<T>,
-    y: &mut Tensor<T>,
+    (x, w, b): LinearOperands<B, T>,
+    residual: &B::Tensor<T>,
+    y: &mut B::Tensor<T>,
 ) -> tile::Result<()> {
     let (m, _, n) = linear_sizes((x, w, b), Some(residual), y)?;
-    linear_residual::launch_with::<T>(stream, &tile.consts(), tile.grid(m, n), x, w, b, residual, y)
+    linear_residual::launch_with(on, &tile.consts(), tile.grid(m, n), x, w, b, residual, y)
 }
 
-/// `y = residual + x @ w^T + b` with the tile shape tuned for this problem
-/// class; returns that tile.
-pub fn run_linear_residual<T: Element>(
-    stream: &Stream,
-    (x, w, b): (&Tensor<T>, &Tensor<T>, &Tensor<T>),
-    residual: &Tensor<T>,
-    y: &mut Tensor<T>,
+/// `y = residual + x @ w^T + b` on `on` with the tile shape tuned for this
+/// problem class; returns that tile.
+pub fn run_linear_residual<T: Element, B: Backend>(
+    on: &B,
+    (x, w, b): LinearOperands<B, T>,
+    residual: &B::Tensor<T>,
+    y: &mut B::Tensor<T>,
 ) -> tile::Result<Tile> {
     let sizes = linear_sizes((x, w, b), Some(residual), y)?;
-    tuned::<T>(stream, &linear_residual::KERNEL, None, sizes, |tile| {
-        launch_linear_residual_tile(stream, tile, (x, w, b), residual, y)
+    tuned::<T, B>(on, &linear_residual::KERNEL, None, sizes, |tile| {
+        launch_linear_residual_tile(on, tile, (x, w, b), residual, y)
     })
 }
 
-/// `c[i] = a[i] @ b[i]` with `tile` (one [`batched_matmul`] is built with).
-pub fn launch_batched_tile<T: Element>(
-    stream: &Stream,
+/// `c[i] = a[i] @ b[i]` on `on` with `tile` (one [`batched_matmul`] is built with).
+pub fn launch_batched_tile<T: Element, B: Backend>(
+    on: &B,
     tile: Tile,
-    a: &Tensor<T>,
-    b: &Tensor<T>,
-    c: &mut Tensor<T>,
+    a: &B::Tensor<T>,
+    b: &B::Tensor<T>,
+    c: &mut B::Tensor<T>,
 ) -> tile::Result<()> {
     let (batch, (m, _, n)) = batched_sizes(a, b, c)?;
     let grid = tile::Grid {
         y: batch as u32,
         ..tile.grid(m, n)
     };
-    batched_matmul::launch_with::<T>(stream, &tile.consts(), grid, a, b, c)
+    batched_matmul::launch_with(on, &tile.consts(), grid, a, b, c)
 }
 
-/// `c[i] = a[i] @ b[i]` for `a: [B, M, K]`, `b: [B, K, N]`, with the tile
-/// shape tuned for this problem class (the batch's included); returns that
-/// tile.
-pub fn run_batched<T: Element>(stream: &Stream, a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) -> tile::Result<Tile> {
+/// `c[i] = a[i] @ b[i]` for `a: [B, M, K]`, `b: [B, K, N]` on `on`, with
+/// the tile shape tuned for this problem class (the batch's included);
+/// returns that tile.
+pub fn run_batched<T: Element, B: Backend>(
+    on: &B,
+    a: &B::Tensor<T>,
+    b: &B::Tensor<T>,
+    c: &mut B::Tensor<T>,
+) -> tile::Result<Tile> {
     let (batch, sizes) = batched_sizes(a, b, c)?;
-    tuned::<T>(stream, &batched_matmul::KERNEL, Some(batch), sizes, |tile| {
-        launch_batched_tile(stream, tile, a, b, c)
+    tuned::<T, B>(on, &batched_matmul::KERNEL, Some(batch), sizes, |tile| {
+        launch_batched_tile(on, tile, a, b, c)
     })
 }
 
@@ -462,11 +480,16 @@ mod tests {
         assert_eq!(built_tiles::<f32>(&linear::KERNEL), tiles::<f32>());
         // Under one wave of 64x64 blocks, only the smallest tile (longest
         // K-step) is a candidate; from one wave on, all are.
-        assert_eq!(names(worth_timing(tiles::<bf16>(), (1, 128, 512), 132)), ["64x64x64"]);
-        assert_eq!(names(worth_timing(tiles::<f32>(), (1, 7, 87), 132)), ["64x64x32"]);
-        assert_eq!(worth_timing(tiles::<f32>(), (1, 768, 768), 132), tiles::<f32>());
+        assert_eq!(
+            names(worth_timing(tiles::<bf16>(), (1, 128, 512), Some(132))),
+            ["64x64x64"]
+        );
+        assert_eq!(names(worth_timing(tiles::<f32>(), (1, 7, 87), Some(132))), ["64x64x32"]);
+        assert_eq!(worth_timing(tiles::<f32>(), (1, 768, 768), Some(132)), tiles::<f32>());
         // A batch of small products can fill a wave.
-        assert_eq!(worth_timing(tiles::<f32>(), (12, 128, 512), 132), tiles::<f32>());
+        assert_eq!(worth_timing(tiles::<f32>(), (12, 128, 512), Some(132)), tiles::<f32>());
+        // The CPU times nothing: the smallest tile, whatever the problem.
+        assert_eq!(names(worth_timing(tiles::<f32>(), (12, 768, 768), None)), ["64x64x32"]);
         assert_eq!(
             format!(
                 "{:>18}|",

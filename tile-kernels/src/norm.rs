@@ -1,6 +1,12 @@
 //! Row normalizations over `[rows, cols]`, whole rows in one `BLOCK`-wide
-//! tile (`BLOCK >= cols`), [`rows_per_block`](crate::softmax::rows_per_block)
-//! rows per block. Statistics are computed in f32.
+//! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
+//! computed in f32. [`run_layer_norm`] and [`run_rms_norm`] pick the tile
+//! width for the rows and check the shapes.
+
+use crate::shapes::expect_shapes;
+use crate::softmax::{rows_cols, rows_per_block};
+use tile::Element;
+use tile::prelude::*;
 
 /// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
@@ -32,4 +38,51 @@ pub fn rms_norm<T, const BLOCK: usize>(x: &Tensor<T>, weight: &Tensor<T>, y: &mu
     let rstd = rsqrt((t * t).sum(1) / x.shape(1) as f32 + eps);
     let w = weight.load([0], [BLOCK]).cast::<f32>();
     y.store([r, 0], (t * rstd * w).cast::<T>());
+}
+
+/// The tile width for rows of `cols` elements: the next power of two, at
+/// least 256 (the narrowest built); `Error::NotBuilt` past 8192.
+fn block_for(cols: usize) -> usize {
+    cols.next_power_of_two().max(256)
+}
+
+/// `(BLOCK, grid)` of a normalization of `x: [rows, cols]` whose `weight`
+/// (and `bias`) are `[cols]` and output `y` is `x`'s shape, the shapes
+/// checked.
+fn block_and_grid(x: &[usize], params: &[(&str, &[usize])], y: &[usize]) -> tile::Result<(usize, u32)> {
+    let (rows, cols) = rows_cols(x)?;
+    let from = format!("a normalization of x: [rows, cols] = [{rows}, {cols}]");
+    let mut tensors: Vec<(&str, &[usize], &[usize])> = params.iter().map(|&(n, s)| (n, s, &x[1..])).collect();
+    tensors.push(("y", y, x));
+    expect_shapes(&from, &tensors)?;
+    let block = block_for(cols);
+    Ok((block, rows.div_ceil(rows_per_block(block)) as u32))
+}
+
+/// LayerNorm of every row of `x: [rows, cols]` into `y` on `on`, with
+/// `weight` and `bias` of `[cols]`.
+pub fn run_layer_norm<T: Element, B: Backend>(
+    on: &B,
+    x: &B::Tensor<T>,
+    weight: &B::Tensor<T>,
+    bias: &B::Tensor<T>,
+    y: &mut B::Tensor<T>,
+    eps: f32,
+) -> tile::Result<()> {
+    let params = [("weight", weight.shape()), ("bias", bias.shape())];
+    let (block, grid) = block_and_grid(x.shape(), &params, y.shape())?;
+    layer_norm::launch_with(on, &[block], grid, x, weight, bias, y, eps)
+}
+
+/// RMSNorm of every row of `x: [rows, cols]` into `y` on `on`, with
+/// `weight` of `[cols]`.
+pub fn run_rms_norm<T: Element, B: Backend>(
+    on: &B,
+    x: &B::Tensor<T>,
+    weight: &B::Tensor<T>,
+    y: &mut B::Tensor<T>,
+    eps: f32,
+) -> tile::Result<()> {
+    let (block, grid) = block_and_grid(x.shape(), &[("weight", weight.shape())], y.shape())?;
+    rms_norm::launch_with(on, &[block], grid, x, weight, y, eps)
 }

@@ -6,6 +6,7 @@
 //! one row per block, keeping a running maximum and sum (the online
 //! softmax), then writes a second pass. [`run`] picks between them.
 
+use tile::Element;
 use tile::prelude::*;
 
 /// `y[r] = exp(x[r] - max x[r]) / sum exp(x[r] - max x[r])` for
@@ -44,9 +45,10 @@ pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
     }
 }
 
-/// Softmax of every row of `x` into `y` (both `[rows, cols]`): one pass when
-/// a row fits a tile of at most 8192 elements, the online form otherwise.
-pub fn run<T: tile::Element>(stream: &Stream, x: &Tensor<T>, y: &mut Tensor<T>) -> tile::Result<()> {
+/// Softmax of every row of `x` into `y` (both `[rows, cols]`) on `on`: one
+/// pass when a row fits a tile of at most 8192 elements, the online form
+/// otherwise.
+pub fn run<T: Element, B: Backend>(on: &B, x: &B::Tensor<T>, y: &mut B::Tensor<T>) -> tile::Result<()> {
     let (rows, cols) = rows_cols(x.shape())?;
     let block = match cols.next_power_of_two() {
         0..=32 => 32,
@@ -54,17 +56,10 @@ pub fn run<T: tile::Element>(stream: &Stream, x: &Tensor<T>, y: &mut Tensor<T>) 
         256 | 512 => 512,
         n => n,
     };
-    let grid = rows.div_ceil(rows_per_block(block)) as u32;
-    match block {
-        32 => softmax::launch::<T, 32>(stream, grid, x, y),
-        128 => softmax::launch::<T, 128>(stream, grid, x, y),
-        512 => softmax::launch::<T, 512>(stream, grid, x, y),
-        1024 => softmax::launch::<T, 1024>(stream, grid, x, y),
-        2048 => softmax::launch::<T, 2048>(stream, grid, x, y),
-        4096 => softmax::launch::<T, 4096>(stream, grid, x, y),
-        8192 => softmax::launch::<T, 8192>(stream, grid, x, y),
-        _ => softmax_online::launch::<T, 2048>(stream, rows as u32, x, y),
+    if block > 8192 {
+        return softmax_online::launch_with(on, &[2048], rows as u32, x, y);
     }
+    softmax::launch_with(on, &[block], rows.div_ceil(rows_per_block(block)) as u32, x, y)
 }
 
 /// `(rows, cols)` of a 2-D shape.

@@ -5,13 +5,14 @@
 //! class, GPU and target (sm_90a variants differ from portable ones), so
 //! later runs and later processes skip the timing.
 //!
-//! `TILE_AUTOTUNE=0` turns tuning off (the first candidate is used);
+//! On the CPU ([`crate::Cpu`]) nothing is timed: [`tune`] runs the first
+//! candidate. `TILE_AUTOTUNE=0` turns tuning off (the first candidate is used);
 //! `TILE_LOG=autotune` prints each choice to stderr.
 //!
 //! Tuning runs the kernel several times on the caller's buffers: only tune
 //! launches whose result doesn't depend on what the output held before.
 
-use crate::{Result, Stream};
+use crate::{Backend, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::io::Write;
@@ -138,16 +139,27 @@ fn choose_in<C: Copy + Display>(
     Ok(choice)
 }
 
-/// Tunes a launch on `stream`: `run(candidate)` launches that candidate;
-/// each is run once (loading its module), then timed over five launches.
-/// Runs the chosen candidate last, so the outputs hold its result, and
-/// returns it.
-pub fn tune<C: Copy + Display>(
-    stream: &Stream,
+/// Tunes a launch on `on`: `run(candidate)` launches that candidate.
+///
+/// On a GPU, each is run once (loading its module), then timed over five
+/// launches, as [`choose`] says. On the CPU, which times nothing a GPU
+/// would, the first candidate, untimed and uncached: every candidate
+/// computes the same result there, so callers put first the one that
+/// wastes least work on the CPU. Either way, runs the chosen candidate
+/// last, so the outputs hold its result, and returns it.
+///
+/// Panics when `candidates` is empty, as indexing an empty slice does.
+pub fn tune<B: Backend, C: Copy + Display>(
+    on: &B,
     key: &str,
     candidates: &[C],
     mut run: impl FnMut(C) -> Result<()>,
 ) -> Result<C> {
+    let Some(stream) = on.stream() else {
+        let first = *candidates.first().expect("autotuning needs at least one candidate");
+        run(first)?;
+        return Ok(first);
+    };
     let device = stream.device();
     let key = format!("{key}|{}|{}", device.name(), device.target().name());
     let choice = choose(&key, candidates, |c| {
@@ -222,6 +234,19 @@ mod tests {
         })
         .unwrap();
         assert_eq!(pick, "good");
+    }
+
+    #[test]
+    fn on_the_cpu_the_first_candidate_runs_untimed() {
+        let mut runs = Vec::new();
+        let pick = tune(&crate::Cpu, "k|cpu", &["first", "second"], |c| {
+            runs.push(c);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((pick, runs), ("first", vec!["first"]));
+        let failing = tune(&crate::Cpu, "k|cpu", &[1, 2], |_| Err(crate::Error::Shape("no".into())));
+        assert_eq!(failing, Err(crate::Error::Shape("no".into())));
     }
 
     #[test]

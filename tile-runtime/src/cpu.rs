@@ -1,4 +1,4 @@
-//! The CPU reference tile library that `kernel::cpu` functions call: whole
+//! The CPU reference tile library that kernels' CPU versions call: whole
 //! tiles as row-major arrays, with the GPU's element semantics (wrapping
 //! integer arithmetic, half types computed in f32 and rounded, padding for
 //! out-of-bounds loads, dropped out-of-bounds stores). Math functions are

@@ -2,12 +2,14 @@
 //! module cache (each PTX variant is loaded once per device).
 
 use crate::repitch::Scratch;
-use crate::spec::{KernelSpec, Site, Target, VariantSpec};
+use crate::select::Site;
+use crate::spec::KernelSpec;
 use crate::{Error, Result};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use tile_spec::{Target, Variant};
 
 /// One CUDA device with its primary context.
 pub struct Device {
@@ -206,13 +208,13 @@ impl Device {
     }
 
     /// Notes that `v` was launched (see [`Device::launched_variants`]).
-    pub(crate) fn note_launch(&self, v: &'static VariantSpec) {
-        self.launched.lock().expect("launched variants lock").insert(v.entry);
+    pub(crate) fn note_launch(&self, v: &'static Variant) {
+        self.launched.lock().expect("launched variants lock").insert(&v.entry);
     }
 
     /// The loaded function for a variant, loading its module on first use.
-    pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static VariantSpec) -> Result<Loaded> {
-        let key = v as *const VariantSpec as usize;
+    pub(crate) fn function(&self, kernel: &KernelSpec, v: &'static Variant) -> Result<Loaded> {
+        let key = v as *const Variant as usize;
         let mut cache = self.functions.lock().expect("module cache lock");
         if let Some(f) = cache.get(&key) {
             return Ok(f.clone());
@@ -226,7 +228,7 @@ impl Device {
                 message: format!("{} ({}): {e}", kernel.describe(v), v.entry),
             })?;
         let f = module
-            .load_function(v.entry)
+            .load_function(&v.entry)
             .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
         // Past 48 KiB, dynamic shared memory must be allowed explicitly.
         if v.dynamic_shared_bytes + v.shared_bytes > 48 * 1024 {

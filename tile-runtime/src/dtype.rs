@@ -1,41 +1,8 @@
-//! Element types as the runtime sees them.
+//! The Rust types tensors hold, each with its [`DType`] (defined once, in
+//! `tile-spec`, for the compiler and the runtime).
 
 use std::fmt;
-
-/// The element type of a tensor or scalar parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
-    F32,
-    F16,
-    BF16,
-    I32,
-    U32,
-}
-
-impl DType {
-    pub fn bytes(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F16 | DType::BF16 => 2,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::I32 => "i32",
-            DType::U32 => "u32",
-        }
-    }
-}
-
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use tile_spec::DType;
 
 /// A type tensors can hold.
 pub trait Element:

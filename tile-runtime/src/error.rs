@@ -43,6 +43,10 @@ pub enum Error {
     },
     /// A tensor that lives in another CUDA context than the stream.
     WrongContext { kernel: &'static str, param: &'static str },
+    /// Arguments that are not what the kernel's parameters take (their
+    /// number, a tensor for a scalar, an element type): what only a call
+    /// past the generated launchers, which fix the types, can pass.
+    Argument { kernel: &'static str, reason: String },
 }
 
 impl fmt::Display for Error {
@@ -50,7 +54,7 @@ impl fmt::Display for Error {
         match self {
             Error::NoDriver => write!(
                 f,
-                "the NVIDIA driver (libcuda.so) was not found: install the NVIDIA driver, or run the kernels' CPU versions (`kernel::cpu`)"
+                "the NVIDIA driver (libcuda.so) was not found: install the NVIDIA driver, or run the kernels' CPU versions (launch on `tile::Cpu`)"
             ),
             Error::NoDevice => write!(f, "the NVIDIA driver reports no CUDA device"),
             Error::DeviceIndex { index, count } => {
@@ -95,6 +99,7 @@ impl fmt::Display for Error {
                 f,
                 "{kernel}: tensor `{param}` was allocated on another device or context than the launch stream"
             ),
+            Error::Argument { kernel, reason } => write!(f, "{kernel}: {reason}"),
         }
     }
 }

@@ -1,107 +1,32 @@
-//! Launching a compiled kernel: every argument is checked against the
-//! kernel's spec first (ranks, 32-bit addressability, grid limits, device),
-//! then the variant is chosen (the one that accesses the most tensors with
-//! 16-byte vectors among those the arguments allow, see
-//! [`KernelSpec::variant_for`]) and launched on the stream.
+//! Launching a compiled kernel on a GPU. The arguments are checked first
+//! (kinds, element types, ranks and the grid as on either backend, see
+//! `backend`; here also 32-bit addressability and the device); then the
+//! facts about the arguments go to [`select`], which picks the variant and
+//! any operand copies; this module makes the copies, encodes the tensor
+//! maps and launches on the stream.
 
+use crate::backend::Arg;
 use crate::device::Stream;
 use crate::grid::Grid;
-use crate::repitch::{Rows, Source};
-use crate::spec::{KernelSpec, ParamSpec, Site, Target};
+use crate::repitch::{Held, Rows, Source};
+use crate::select::{ArgFacts, for_grid, select};
+use crate::spec::KernelSpec;
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
-use crate::{Element, Error, Result, Tensor};
+use crate::{Error, Result};
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
-/// The most rounds of tiles (each block's two teams taking one tile each)
-/// a grid may need for two teams per block to run. H100, bf16: faster at
-/// 1.45 to 4.4 rounds; within 2% of plain blocks from 6 to 62 rounds with
-/// K = 768; 7% slower on the LM head as `x @ w^T` (95 rounds, a weight
-/// matrix larger than L2) (BENCHMARKS.md).
-const MAX_TWO_TEAM_ROUNDS: u64 = 8;
-
-/// One argument of a launch, in the kernel's parameter order.
-pub enum Arg<'a> {
-    Tensor(&'a dyn TensorArg),
-    TensorMut(&'a mut dyn TensorArg),
-    F32(f32),
-    I32(i32),
-    U32(u32),
-}
-
-impl<'a> Arg<'a> {
-    pub fn tensor<T: Element>(t: &'a Tensor<T>) -> Arg<'a> {
-        Arg::Tensor(t)
-    }
-
-    pub fn tensor_mut<T: Element>(t: &'a mut Tensor<T>) -> Arg<'a> {
-        Arg::TensorMut(t)
-    }
-
-    fn tensor_view(&self) -> Option<&dyn TensorArg> {
-        match self {
-            Arg::Tensor(t) => Some(*t),
-            Arg::TensorMut(t) => Some(&**t),
-            _ => None,
-        }
-    }
-}
-
-const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
-
-/// Checks the grid against the hardware limits.
-pub fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
-    for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
-        if n == 0 || n > max {
-            return Err(Error::Grid {
-                kernel,
-                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Checks one tensor's rank and that 32-bit element offsets reach all of it.
-fn check_tensor(kernel: &KernelSpec, param: &ParamSpec, shape: &[usize], strides: &[usize]) -> Result<()> {
-    let ParamSpec::Tensor { name, rank, .. } = *param else {
-        unreachable!("checked by the caller")
-    };
-    if shape.len() != rank {
-        return Err(Error::Rank {
-            kernel: kernel.name,
-            param: name,
-            expected: rank,
-            found: shape.len(),
-        });
-    }
+/// Checks that 32-bit element offsets reach all of a tensor.
+fn check_size(kernel: &KernelSpec, param: &'static str, shape: &[usize], strides: &[usize]) -> Result<()> {
     let max_offset = crate::host::span(shape, strides) as u64;
     let too_big = max_offset > i32::MAX as u64 || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
     if too_big {
         return Err(Error::TooLarge {
             kernel: kernel.name,
-            param: name,
+            param,
             max_offset,
         });
-    }
-    Ok(())
-}
-
-/// The argument check of a kernel's CPU version: ranks and grid.
-pub fn check_cpu_args(kernel: &'static KernelSpec, shapes: &[Option<&[usize]>], grid: Grid) -> Result<()> {
-    check_grid(kernel.name, grid)?;
-    for (p, s) in kernel.params.iter().zip(shapes) {
-        if let (ParamSpec::Tensor { name, rank, .. }, Some(shape)) = (p, s) {
-            if shape.len() != *rank {
-                return Err(Error::Rank {
-                    kernel: kernel.name,
-                    param: name,
-                    expected: *rank,
-                    found: shape.len(),
-                });
-            }
-        }
     }
     Ok(())
 }
@@ -115,6 +40,7 @@ fn allows_vectors(dtype: crate::DType, shape: &[usize], strides: &[usize], ptr: 
 
 /// A tensor argument as the launch passes it: element type, address,
 /// shape and strides (of the argument, or of its copy).
+#[derive(Clone)]
 struct TensorAt {
     dtype: crate::DType,
     ptr: u64,
@@ -140,21 +66,28 @@ enum Raw {
     F32(f32),
 }
 
-/// Launches `kernel` with const values `consts`. Called by the generated
-/// `launch` functions, which fix the argument types.
-pub fn launch(
+/// Launches `kernel` with const values `consts` on `stream`, with
+/// arguments [`Backend::launch_kernel`](crate::Backend::launch_kernel)
+/// checked against its parameters.
+///
+/// Checks what only the GPU needs (32-bit offsets, every tensor on the
+/// stream's device), gathers the facts [`select`] decides on, makes
+/// the copies it asks for and encodes the tensor maps of its variant
+/// (selecting again without them when there is no memory for the copies
+/// or the driver refuses a map), loads the function, lets [`for_grid`]
+/// settle two teams against plain blocks, and launches.
+pub(crate) fn launch(
     kernel: &'static KernelSpec,
     types: &[crate::DType],
     consts: &[i64],
     stream: &Stream,
     grid: Grid,
-    args: &mut [Arg],
+    args: &mut [Arg<'_, dyn TensorArg>],
 ) -> Result<()> {
-    check_grid(kernel.name, grid)?;
     let ctx = stream.device().context().clone();
     for (p, a) in kernel.params.iter().zip(args.iter()) {
         if let Some(t) = a.tensor_view() {
-            check_tensor(kernel, p, t.shape(), t.strides())?;
+            check_size(kernel, p.name(), t.shape(), t.strides())?;
             if !Arc::ptr_eq(t.context(), &ctx) {
                 return Err(Error::WrongContext {
                     kernel: kernel.name,
@@ -197,112 +130,66 @@ pub fn launch(
             _ => None,
         });
     }
-    let not_built = || Error::NotBuilt {
-        kernel: kernel.name,
-        consts: consts.to_vec(),
+    let mut facts = ArgFacts {
+        aligned: tensors
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .is_some_and(|t| allows_vectors(t.dtype, &t.shape, &t.strides, t.ptr))
+            })
+            .collect(),
+        copyable: read_only
+            .iter()
+            .zip(&tensors)
+            .map(|(&r, t)| r && t.as_ref().is_some_and(|t| Rows::of(&t.shape, &t.strides).is_some()))
+            .collect(),
+        maps_encode: true,
     };
-    // Per argument, whether it is a tensor that allows 16-byte vector accesses.
-    let aligned: Vec<bool> = tensors
-        .iter()
-        .map(|t| {
-            t.as_ref()
-                .is_some_and(|t| allows_vectors(t.dtype, &t.shape, &t.strides, t.ptr))
-        })
-        .collect();
     let site = stream.device().site(grid.pairs);
-    let mut variant = match kernel.variant_for(types, consts, &aligned, site) {
-        Some(v) => v,
-        None => {
-            // Built, but too large for this device's blocks?
-            let anywhere = Site {
-                block_shared_bytes: usize::MAX,
-                ..site
-            };
-            return Err(match kernel.variant_for(types, consts, &aligned, anywhere) {
-                Some(v) => Error::SharedMemory {
-                    kernel: kernel.name,
-                    needs: v.block_shared_bytes(),
-                    device: site.block_shared_bytes,
-                },
-                None => not_built(),
-            });
-        }
-    };
-    // Read-only operands whose rows TMA cannot read where they are: copied
-    // into rows it can, when that lets a variant read them through TMA.
-    let copyable: Vec<bool> = read_only
-        .iter()
-        .zip(&tensors)
-        .map(|(&r, t)| r && t.as_ref().is_some_and(|t| Rows::of(&t.shape, &t.strides).is_some()))
-        .collect();
-    let mut scratch = None;
-    if let Some((v, copies)) = kernel.variant_copying(types, consts, (&aligned, &copyable), site) {
-        if v.vectorized.len() > variant.vectorized.len() {
-            let sources: Vec<Source> = copies
-                .iter()
-                .filter_map(|&p| {
-                    let t = tensors[p].as_ref()?;
-                    Some(Source {
-                        ptr: t.ptr,
-                        dtype: t.dtype,
-                        rows: Rows::of(&t.shape, &t.strides)?,
-                    })
-                })
-                .collect();
-            match stream.scratch().copy(cuda, &sources) {
-                Ok((held, addresses)) => {
-                    for ((&p, source), address) in copies.iter().zip(&sources).zip(addresses) {
-                        let t = tensors[p].as_mut().expect("a tensor");
-                        t.strides = source.rows.aligned_strides(&t.shape, t.dtype);
-                        t.ptr = address;
-                    }
-                    scratch = Some(held);
-                    variant = v;
+    // Each failure below turns a fact off, so this settles within three rounds.
+    let (variant, passed, maps, scratch) = loop {
+        let selection = select(kernel, types, consts, &facts, site)?;
+        let mut passed = tensors.clone();
+        let mut scratch = None;
+        if !selection.copies.is_empty() {
+            match copy_operands(stream, &selection.copies, &mut passed) {
+                Ok(held) => scratch = Some(held),
+                // No memory for the copies: a variant that needs none.
+                Err(Error::Driver { call: "cuMemAlloc", .. }) => {
+                    facts.copyable.fill(false);
+                    continue;
                 }
-                // No memory for the copies: the variant that needs none.
-                Err(Error::Driver { call: "cuMemAlloc", .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-    }
+        let maps: Option<Vec<TensorMapArg>> = selection
+            .variant
+            .tensor_maps
+            .iter()
+            .map(|m| {
+                let t = passed.get(m.param)?.as_ref()?;
+                tensor_map::encode(m, t.dtype, t.ptr, &t.shape, &t.strides)
+            })
+            .collect();
+        match maps {
+            Some(maps) => break (selection.variant, passed, maps, scratch),
+            None => facts.maps_encode = false,
+        }
+    };
+    let loaded = stream.device().function(kernel, variant)?;
+    let plain = for_grid(kernel, variant, grid, loaded.resident_blocks);
+    let (variant, loaded) = if std::ptr::eq(plain, variant) {
+        (variant, loaded)
+    } else {
+        (plain, stream.device().function(kernel, plain)?)
+    };
     let mut raws = Vec::new();
-    for (t, scalar) in tensors.iter().zip(scalars) {
+    for (t, scalar) in passed.iter().zip(scalars) {
         if let Some(t) = t {
             raws.push(Raw::U64(t.ptr));
             raws.extend(t.shape.iter().chain(&t.strides).map(|&x| Raw::U32(x as u32)));
         }
         raws.extend(scalar);
-    }
-    let maps: Option<Vec<TensorMapArg>> = variant
-        .tensor_maps
-        .iter()
-        .map(|m| {
-            let t = tensors.get(m.param)?.as_ref()?;
-            tensor_map::encode(m, t.dtype, t.ptr, &t.shape, &t.strides)
-        })
-        .collect();
-    let maps = match maps {
-        Some(maps) => maps,
-        None => {
-            let portable = Site {
-                target: Target::Sm90,
-                ..site
-            };
-            variant = kernel
-                .variant_for(types, consts, &aligned, portable)
-                .ok_or_else(not_built)?;
-            Vec::new()
-        }
-    };
-    let mut loaded = stream.device().function(kernel, variant)?;
-    if let Some(plain) = kernel.single_team(variant) {
-        // Two teams per block gain where the last round of tiles is a large
-        // part of the work; on long grids, plain blocks.
-        let rounds = (grid.x as u64 * grid.y as u64 * grid.z as u64).div_ceil(2 * loaded.resident_blocks as u64);
-        if rounds > MAX_TWO_TEAM_ROUNDS {
-            variant = plain;
-            loaded = stream.device().function(kernel, variant)?;
-        }
     }
     let mut builder = cuda.launch_builder(&loaded.function);
     for r in &raws {
@@ -338,4 +225,34 @@ pub fn launch(
     stream.device().note_launch(variant);
     drop((guards, scratch));
     Ok(())
+}
+
+/// Copies the tensors `copies` (indices into `tensors`, read-only with
+/// evenly spaced rows) into the stream's scratch buffer with rows 16 bytes
+/// apart, and points their entries at the copies. Returns the buffer,
+/// held until the launch reading it is queued.
+fn copy_operands<'s>(stream: &'s Stream, copies: &[usize], tensors: &mut [Option<TensorAt>]) -> Result<Held<'s>> {
+    let (params, sources): (Vec<usize>, Vec<Source>) = copies
+        .iter()
+        .filter_map(|&p| {
+            let t = tensors[p].as_ref()?;
+            let rows = Rows::of(&t.shape, &t.strides)?;
+            Some((
+                p,
+                Source {
+                    ptr: t.ptr,
+                    dtype: t.dtype,
+                    rows,
+                },
+            ))
+        })
+        .unzip();
+    let (held, addresses) = stream.scratch().copy(stream.cuda(), &sources)?;
+    for ((&p, source), address) in params.iter().zip(&sources).zip(addresses) {
+        if let Some(t) = tensors[p].as_mut() {
+            t.strides = source.rows.aligned_strides(&t.shape, t.dtype);
+            t.ptr = address;
+        }
+    }
+    Ok(held)
 }

@@ -4,11 +4,14 @@
 //!   `cudarc`: a program needs only the NVIDIA driver, and a missing driver is
 //!   [`Error::NoDriver`], not a crash);
 //! - [`Tensor`] (GPU) and [`HostTensor`] (CPU) with shapes and strides;
-//! - the launcher behind every generated `kernel::launch`, and the module cache;
+//! - [`Backend`]: where a generated `kernel::launch_with` runs, a GPU
+//!   [`Stream`] (the launcher, the variant choice in [`select`], the module
+//!   cache) or [`Cpu`] (the kernels' reference versions);
 //! - the kernel registry ([`registered_kernels`]);
-//! - [`cpu`], the reference tile library behind every generated `kernel::cpu`.
+//! - [`cpu`], the reference tile library the CPU versions call.
 
 pub mod autotune;
+mod backend;
 pub mod cpu;
 mod device;
 mod dtype;
@@ -17,21 +20,22 @@ mod grid;
 mod host;
 mod launch;
 mod repitch;
+pub mod select;
 mod spec;
 mod tensor;
 mod tensor_map;
 pub mod testing;
 
-mod retype;
-pub use retype::{retype, retype_mut};
-
+pub use backend::{
+    Arg, Backend, Cpu, HostArg, HostTensorArg, Scalar, TensorView, host_args, host_scalar, host_tensor, host_tensor_mut,
+};
 pub use device::{Device, Event, Stream, device_count, driver_present};
-pub use dtype::{DType, Element};
+pub use dtype::Element;
 pub use error::{Error, Result};
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
-pub use launch::{Arg, check_cpu_args, launch};
-pub use spec::{KernelRef, KernelSpec, ParamSpec, Site, Target, TensorMapSpec, VariantSpec, registered_kernels};
+pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
+pub use tile_spec::{DType, Target, TensorMap, Variant};
 
 pub use inventory;

@@ -2,7 +2,7 @@
 //!
 //! TMA reads only tensors whose strides are multiples of 16 bytes; an LM
 //! head's `[768, 50257]` bf16 weights have rows 100514 bytes apart. When a
-//! variant reads such a tensor through TMA alone (`VariantSpec::tma_only`),
+//! variant reads such a tensor through TMA alone (`Variant::tma_only`),
 //! the launcher copies it, with one `cuMemcpy2DAsync` on the launch's
 //! stream, into the stream's scratch buffer with rows a multiple of 16
 //! bytes apart, and launches on the copy: a copy that costs two passes
@@ -11,7 +11,7 @@
 //! launch; without memory for it, the launch takes a variant that needs
 //! no copy.
 
-use crate::dtype::DType;
+use crate::DType;
 use crate::{Error, Result};
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};

@@ -1,5 +1,6 @@
 //! Tensors in GPU memory: a buffer, a shape and element strides.
 
+use crate::backend::TensorView;
 use crate::device::Stream;
 use crate::host::{HostTensor, contiguous_strides, span};
 use crate::{DType, Element, Error, Result};
@@ -138,11 +139,9 @@ impl Stream {
     }
 }
 
-/// A tensor argument with its element type erased, as the launcher sees it.
-pub trait TensorArg {
-    fn dtype(&self) -> DType;
-    fn shape(&self) -> &[usize];
-    fn strides(&self) -> &[usize];
+/// A GPU tensor argument with its element type erased, as the launcher
+/// sees it: its view, context and device address.
+pub trait TensorArg: TensorView {
     fn context(&self) -> &Arc<CudaContext>;
     /// The device address, for reading on `stream`.
     fn ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>);
@@ -150,7 +149,7 @@ pub trait TensorArg {
     fn ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>);
 }
 
-impl<T: Element> TensorArg for Tensor<T> {
+impl<T: Element> TensorView for Tensor<T> {
     fn dtype(&self) -> DType {
         T::DTYPE
     }
@@ -160,6 +159,9 @@ impl<T: Element> TensorArg for Tensor<T> {
     fn strides(&self) -> &[usize] {
         &self.strides
     }
+}
+
+impl<T: Element> TensorArg for Tensor<T> {
     fn context(&self) -> &Arc<CudaContext> {
         self.buf.context()
     }

@@ -2,9 +2,8 @@
 //! address, shape and strides with `cuTensorMapEncodeTiled`, and passed to
 //! the kernel by value after its regular parameters.
 
-use crate::DType;
-use crate::spec::TensorMapSpec;
 use cudarc::driver::sys;
+use tile_spec::{DType, TensorMap};
 
 /// A `CUtensorMap` as a kernel argument (128 bytes, 64-byte aligned).
 #[expect(dead_code, reason = "read by the driver, through the argument pointer")]
@@ -20,7 +19,7 @@ unsafe impl cudarc::driver::DeviceRepr for TensorMapArg {}
 /// interleave are not a multiple of 8: the launcher then takes the
 /// portable variant.
 pub(crate) fn encode(
-    spec: &TensorMapSpec,
+    spec: &TensorMap,
     dtype: DType,
     ptr: u64,
     shape: &[usize],
@@ -33,7 +32,7 @@ pub(crate) fn encode(
         return None;
     }
     let bytes = dtype.bytes() as u64;
-    // Innermost first; interleaved rows split in three (see `TensorMapSpec`).
+    // Innermost first; interleaved rows split in three (see `TensorMap`).
     let mut dims: Vec<u64> = shape.iter().rev().map(|&n| n as u64).collect();
     let mut byte_strides: Vec<u64> = strides[..rank - 1].iter().rev().map(|&s| s as u64 * bytes).collect();
     if spec.interleaved_rows {
@@ -56,6 +55,7 @@ pub(crate) fn encode(
         DType::F32 => Data::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         DType::I32 => Data::CU_TENSOR_MAP_DATA_TYPE_INT32,
         DType::U32 => Data::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+        DType::Bool => return None,
     };
     let swizzle = match spec.swizzle_bytes {
         128 => Swizzle::CU_TENSOR_MAP_SWIZZLE_128B,

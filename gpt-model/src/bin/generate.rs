@@ -4,7 +4,7 @@
 //! `cargo run --release -p gpt-model --bin generate -- --prompt "ROMEO:" --tokens 300`
 
 use clap::Parser;
-use gpt_model::{Backend, CharTokenizer, Cpu, DEFAULT_MODEL, Gpt, GptError, Gpu, Weights, sample::Sampler};
+use gpt_model::{CharTokenizer, DEFAULT_MODEL, Gpt, GptError, Weights, sample::Sampler};
 use std::io::Write;
 use std::time::Instant;
 
@@ -30,8 +30,8 @@ struct Args {
     weights: Option<std::path::PathBuf>,
 }
 
-fn run<B: Backend>(backend: &B, weights: &Weights, args: &Args) -> Result<(), GptError> {
-    let model = Gpt::load(backend, weights)?;
+fn run<B: tile::Backend>(on: &B, weights: &Weights, args: &Args) -> Result<(), GptError> {
+    let model = Gpt::load(on, weights)?;
     let tokenizer = CharTokenizer::new(&weights.vocab);
     let mut tokens = tokenizer.encode(&args.prompt)?;
     if tokens.is_empty() {
@@ -43,7 +43,7 @@ fn run<B: Backend>(backend: &B, weights: &Weights, args: &Args) -> Result<(), Gp
     let vocab = model.config.vocab_size;
     for _ in 0..args.tokens {
         let window = &tokens[tokens.len().saturating_sub(model.config.block_size)..];
-        let logits = model.forward(backend, window)?;
+        let logits = model.forward(on, window)?;
         let next = sampler.pick(&logits[(window.len() - 1) * vocab..]);
         tokens.push(next);
         print!("{}", tokenizer.decode(&[next]));
@@ -75,13 +75,7 @@ fn main() -> std::process::ExitCode {
         match gpu {
             Some(Ok(device)) => {
                 eprintln!("[running on {} through the CUDA driver]", device.name());
-                run(
-                    &Gpu {
-                        stream: device.stream(),
-                    },
-                    &weights,
-                    &args,
-                )
+                run(&device.stream(), &weights, &args)
             }
             other => {
                 let why = match other {
@@ -89,7 +83,7 @@ fn main() -> std::process::ExitCode {
                     _ => "--cpu".to_string(),
                 };
                 eprintln!("[{why}; running the kernels' CPU reference versions]");
-                run(&Cpu, &weights, &args)
+                run(&tile::Cpu, &weights, &args)
             }
         }
     });

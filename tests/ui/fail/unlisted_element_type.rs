@@ -10,5 +10,5 @@ fn copy<T>(x: &Tensor<T>, y: &mut Tensor<T>) {
 fn main() {
     let x = HostTensor::from_vec(vec![f16::ONE; 64], &[64]).unwrap();
     let mut y = HostTensor::zeros(&[64]);
-    copy::cpu::<f16>(1, &x, &mut y).unwrap();
+    copy::launch::<f16, _>(&Cpu, 1, &x, &mut y).unwrap();
 }

@@ -10,5 +10,5 @@ fn copy<const BLOCK: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
 fn main() {
     let x = HostTensor::from_vec(vec![1.0f32; 7], &[7]).unwrap();
     let mut y = HostTensor::zeros(&[7]);
-    copy::cpu::<7>(1, &x, &mut y).unwrap();
+    copy::launch::<7, _>(&Cpu, 1, &x, &mut y).unwrap();
 }

@@ -24,7 +24,7 @@ fn main() {
     let x = HostTensor::from_vec((0..rows * cols).map(|j| (j % cols) as f32).collect(), &[rows, cols]).unwrap();
     let b = HostTensor::from_vec((0..cols).map(|c| 100.0 * c as f32).collect(), &[cols]).unwrap();
     let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-    centered_bias::cpu::<4, 8>(2, &x, &b, &mut y, 2.0).unwrap();
+    centered_bias::launch::<4, 8, _>(&Cpu, 2, &x, &b, &mut y, 2.0).unwrap();
     for (j, &v) in y.to_vec().iter().enumerate() {
         let c = j % cols;
         let want = if c < 4 {

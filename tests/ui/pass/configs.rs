@@ -13,14 +13,14 @@ fn double<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
 fn main() {
     let x = HostTensor::from_vec((0..32).map(|j| j as f32).collect(), &[32]).unwrap();
     let mut y = HostTensor::zeros(&[32]);
-    double::cpu::<f32, 16>(2, &x, &mut y).unwrap();
+    double::launch::<f32, 16, _>(&Cpu, 2, &x, &mut y).unwrap();
     assert!(y.to_vec().iter().enumerate().all(|(j, &v)| v == 2.0 * j as f32));
-    let err = double::cpu::<f32, 32>(1, &x, &mut y).unwrap_err();
+    let err = double::launch::<f32, 32, _>(&Cpu, 1, &x, &mut y).unwrap_err();
     assert!(matches!(err, tile::Error::NotBuilt { .. }), "{err}");
 
     let xb = HostTensor::from_vec((0..32).map(|j| bf16::from_f32(j as f32)).collect(), &[32]).unwrap();
     let mut yb = HostTensor::zeros(&[32]);
-    double::cpu::<bf16, 32>(1, &xb, &mut yb).unwrap();
+    double::launch::<bf16, 32, _>(&Cpu, 1, &xb, &mut yb).unwrap();
     assert!(yb.to_vec().iter().enumerate().all(|(j, &v)| v.to_f32() == 2.0 * j as f32));
     // Three specializations, each with its portable variants.
     assert_eq!(double::KERNEL.variants.len(), 3 * 2);

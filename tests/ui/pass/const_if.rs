@@ -18,8 +18,8 @@ fn small_or_large<const BLOCK: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
 fn main() {
     let x = HostTensor::from_vec((0..128).map(|j| j as f32).collect(), &[128]).unwrap();
     let mut y = HostTensor::zeros(&[128]);
-    small_or_large::cpu::<32>(4, &x, &mut y).unwrap();
+    small_or_large::launch::<32, _>(&Cpu, 4, &x, &mut y).unwrap();
     assert!(y.to_vec().iter().enumerate().all(|(j, &v)| v == 2.0 * j as f32));
-    small_or_large::cpu::<128>(1, &x, &mut y).unwrap();
+    small_or_large::launch::<128, _>(&Cpu, 1, &x, &mut y).unwrap();
     assert!(y.to_vec().iter().enumerate().all(|(j, &v)| v == j as f32 + 1.0));
 }

@@ -16,13 +16,13 @@ fn main() {
 
     let x = HostTensor::from_vec(xs.clone(), &[20]).unwrap();
     let mut y = HostTensor::zeros(&[20]);
-    double::cpu::<f32, 16>(2, &x, &mut y, &mut sum).unwrap();
+    double::launch::<f32, 16, _>(&Cpu, 2, &x, &mut y, &mut sum).unwrap();
     assert!(y.to_vec().iter().enumerate().all(|(j, &v)| v == 2.0 * j as f32 + 0.5));
     assert_eq!(sum.to_vec(), vec![120.0, 70.0]);
 
     let x = HostTensor::from_vec(xs.iter().map(|&v| bf16::from_f32(v)).collect(), &[20]).unwrap();
     let mut y = HostTensor::zeros(&[20]);
-    double::cpu::<bf16, 16>(2, &x, &mut y, &mut sum).unwrap();
+    double::launch::<bf16, 16, _>(&Cpu, 2, &x, &mut y, &mut sum).unwrap();
     assert!(
         y.to_vec()
             .iter()

@@ -19,6 +19,6 @@ fn main() {
     let (rows, cols) = (3, 48);
     let x = HostTensor::from_vec((0..rows * cols).map(|j| (j / cols) as f32).collect(), &[rows, cols]).unwrap();
     let mut y = HostTensor::zeros(&[rows, 1]);
-    row_mean::cpu::<16>(rows as u32, &x, &mut y).unwrap();
+    row_mean::launch::<16, _>(&Cpu, rows as u32, &x, &mut y).unwrap();
     assert_eq!(y.to_vec(), vec![0.0, 1.0, 2.0]);
 }

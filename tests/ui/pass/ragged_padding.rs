@@ -12,6 +12,6 @@ fn row_max<const BLOCK: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
 fn main() {
     let x = HostTensor::from_vec((0..15).map(|j| -(j as f32)).collect(), &[3, 5]).unwrap();
     let mut y = HostTensor::zeros(&[3, 1]);
-    row_max::cpu::<8>(3, &x, &mut y).unwrap();
+    row_max::launch::<8, _>(&Cpu, 3, &x, &mut y).unwrap();
     assert_eq!(y.to_vec(), vec![0.0, -5.0, -10.0]);
 }

@@ -19,7 +19,7 @@ fn main() {
     let x = HostTensor::from_vec(vec![2.0f32; 32], &[32]).unwrap();
     for (flag, want) in [(0, 2.0), (1, 6.0), (2, -2.0)] {
         let mut y = HostTensor::zeros(&[32]);
-        maybe_scale::cpu(1, &x, &mut y, flag).unwrap();
+        maybe_scale::launch(&Cpu, 1, &x, &mut y, flag).unwrap();
         assert!(y.to_vec().iter().all(|&v| v == want), "flag {flag}");
     }
 }

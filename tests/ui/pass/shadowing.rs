@@ -20,7 +20,7 @@ fn shadow(x: &Tensor<f32>, y: &mut Tensor<bf16>) {
 fn main() {
     let x = HostTensor::from_vec((0..64).map(|j| (j % 4) as f32).collect(), &[64]).unwrap();
     let mut y = HostTensor::zeros(&[64]);
-    shadow::cpu(2, &x, &mut y).unwrap();
+    shadow::launch(&Cpu, 2, &x, &mut y).unwrap();
     for (j, v) in y.to_vec().iter().enumerate() {
         let x = (j % 4) as f32;
         assert_eq!(v.to_f32(), x * x + 2.0);

@@ -17,7 +17,7 @@ fn main() {
     let n = HostTensor::from_vec(ns, &[32]).unwrap();
     let mut y = HostTensor::zeros(&[32]);
     let mut m = HostTensor::zeros(&[32]);
-    affine::cpu::<16>(2, &x, &n, &mut y, &mut m).unwrap();
+    affine::launch::<16, _>(&Cpu, 2, &x, &n, &mut y, &mut m).unwrap();
     for j in 0..32 {
         assert_eq!(y.to_vec()[j].to_f32(), j as f32 * 0.5 + 1.0);
         assert_eq!(m.to_vec()[j], j as i32 * 4 - 3);

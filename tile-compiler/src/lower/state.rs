@@ -101,25 +101,7 @@ pub(super) enum StageBarrier {
     Ready,
 }
 
-/// A tensor map the runtime encodes at launch, passed as a kernel parameter
-/// after the regular ones.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorMap {
-    /// The tensor's index among the kernel's parameters.
-    pub param: usize,
-    /// The box one copy moves, innermost dimension first, in elements.
-    pub box_dims: Vec<u32>,
-    /// Shared-memory swizzle span in bytes (32, 64 or 128): the box's inner extent.
-    pub swizzle_bytes: u32,
-    /// The rows (second-innermost dimension, a multiple of 8) are split
-    /// into (k / 4 % 2, k % 4, k / 8), innermost first, so that the box
-    /// stores them interleaved (`pipeline::interleaved_row`).
-    pub interleaved_rows: bool,
-    /// The copy rounds f32 elements to tf32, to nearest: operands of tf32
-    /// `wgmma`, which otherwise reads f32 data by dropping the low 13 bits
-    /// of the mantissa (and cuBLAS rounds).
-    pub tf32: bool,
-}
+pub use tile_spec::TensorMap;
 
 /// Named barrier of the consumers when they are one warpgroup group (0 is the
 /// block's; [`super::transpose`] takes 2).

@@ -124,7 +124,7 @@ impl Lower<'_> {
             let half_rows = box_dims[split];
             let map = self.tensor_map(TensorMap {
                 param: s.tensor,
-                box_dims,
+                box_dims: box_dims.into(),
                 swizzle_bytes: line as u32,
                 interleaved_rows: s.interleaved,
                 tf32: s.eb == 4,

@@ -48,12 +48,12 @@ impl Lower<'_> {
             swizzle: Swizzle { rows, row_bytes: line },
             dropped: &[],
         };
-        let box_dims = std::iter::once(inner as u32)
+        let box_dims: Vec<u32> = std::iter::once(inner as u32)
             .chain(panel[..last].iter().rev().map(|&n| n as u32))
             .collect();
         let map = self.tensor_map(TensorMap {
             param: t,
-            box_dims,
+            box_dims: box_dims.into(),
             swizzle_bytes: line as u32,
             interleaved_rows: false,
             tf32: false,

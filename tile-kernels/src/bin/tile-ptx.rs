@@ -25,16 +25,17 @@ struct Args {
     kernel: Option<String>,
 }
 
+// Links the library, so that its kernels are in the registry.
+use tile_kernels as _;
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    // Referencing the library links it, so its kernels are in the registry.
-    tile_kernels::kernels();
     let targets: Vec<Target> = if args.targets.is_empty() {
         Target::ALL.to_vec()
     } else {
         let mut ts = Vec::new();
         for name in &args.targets {
-            match Target::ALL.into_iter().find(|t| t.name() == name) {
+            match Target::from_name(name) {
                 Some(t) => ts.push(t),
                 None => {
                     eprintln!("unknown target {name}: expected one of sm_90, sm_90a, sm_100a, sm_120a");
@@ -54,7 +55,7 @@ fn main() -> std::process::ExitCode {
             continue;
         }
         for v in k.variants {
-            let variant = v.entry.strip_prefix(k.name).unwrap_or(v.entry).trim_start_matches('_');
+            let variant = v.entry.strip_prefix(k.name).unwrap_or(&v.entry).trim_start_matches('_');
             for t in targets.iter().filter(|t| v.target.is_none_or(|only| only == **t)) {
                 let path = args.out.join(format!("{}.{}.{}.ptx", k.name, variant, t.name()));
                 if let Err(e) = std::fs::write(&path, t.module(v)) {

@@ -1,0 +1,422 @@
+//! One host API for the GPU and the CPU. A [`Backend`] is where kernels
+//! run and tensors live: a GPU [`Stream`] (tensors in GPU memory,
+//! [`Tensor`]) or [`Cpu`] (the kernels' CPU reference versions, tensors in
+//! host memory, [`HostTensor`]). Every generated `launch` and `launch_with`
+//! takes one, so host code (a library wrapper, a model) is written once,
+//! generic over the backend.
+//!
+//! Both backends check a launch's arguments the same way before running
+//! anything ([`Arg`]s against the kernel's parameters: kinds, element
+//! types, ranks, and the grid); the GPU then checks what only it needs
+//! (32-bit offsets, the tensors' context).
+
+use crate::spec::{KernelSpec, ParamSpec};
+use crate::{Element, Error, Grid, HostTensor, Result, Stream, Tensor, TensorArg};
+use std::any::Any;
+use tile_spec::DType;
+
+/// A tensor of either backend seen without its element type: what generic
+/// host code and the launch checks read.
+pub trait TensorView {
+    /// The element type.
+    fn dtype(&self) -> DType;
+    /// Elements along each dimension.
+    fn shape(&self) -> &[usize];
+    /// Elements between neighbours along each dimension.
+    fn strides(&self) -> &[usize];
+    /// Dimensions.
+    fn rank(&self) -> usize {
+        self.shape().len()
+    }
+    /// Number of elements.
+    fn len(&self) -> usize {
+        self.shape().iter().product()
+    }
+    /// Whether the tensor has no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A host tensor argument with its element type erased: the CPU versions
+/// take their typed tensor back from it (see [`host_tensor`]).
+pub trait HostTensorArg: TensorView {
+    /// The tensor, to downcast to its `HostTensor<T>`.
+    fn as_any(&self) -> &dyn Any;
+    /// The tensor, writable, to downcast to its `HostTensor<T>`.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Element> TensorView for HostTensor<T> {
+    fn dtype(&self) -> DType {
+        T::DTYPE
+    }
+    fn shape(&self) -> &[usize] {
+        HostTensor::shape(self)
+    }
+    fn strides(&self) -> &[usize] {
+        HostTensor::strides(self)
+    }
+}
+
+impl<T: Element> HostTensorArg for HostTensor<T> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// One argument of a launch, in the kernel's parameter order: a tensor of
+/// the backend (as its [`Backend::Operand`], `O`) or a scalar. The
+/// generated launchers build these; a kernel's parameters say which each
+/// must be.
+pub enum Arg<'a, O: ?Sized> {
+    /// A tensor the kernel only reads.
+    Tensor(&'a O),
+    /// A tensor the kernel writes.
+    TensorMut(&'a mut O),
+    /// An `f32` scalar.
+    F32(f32),
+    /// An `i32` scalar.
+    I32(i32),
+    /// A `u32` scalar.
+    U32(u32),
+}
+
+/// An argument of a launch on the CPU.
+pub type HostArg<'a> = Arg<'a, dyn HostTensorArg>;
+
+impl<O: TensorView + ?Sized> Arg<'_, O> {
+    /// The tensor, read-only or not; `None` for a scalar.
+    pub(crate) fn tensor_view(&self) -> Option<&O> {
+        match self {
+            Arg::Tensor(t) => Some(*t),
+            Arg::TensorMut(t) => Some(&**t),
+            _ => None,
+        }
+    }
+}
+
+/// Where kernels run and tensors live: a GPU [`Stream`] or the [`Cpu`].
+///
+/// Generated launchers take `on: &B` for any backend `B`, and tensors of
+/// its [`Backend::Tensor`] type, so a function generic over `B` runs on
+/// either (the guide's chapter 9, "Backends", shows one, run on both).
+/// `launch_with` and `launch` call [`Backend::launch_kernel`].
+pub trait Backend {
+    /// A tensor with elements of type `T` on this backend.
+    type Tensor<T: Element>: TensorView;
+
+    /// How a launch passes this backend's tensors: element type erased.
+    type Operand: TensorView + ?Sized;
+
+    /// Copies a host tensor to the backend, keeping its strides.
+    fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Self::Tensor<T>>;
+
+    /// Copies `data` (row-major) to a new contiguous tensor of `shape`;
+    /// `Error::Shape` if the lengths differ.
+    fn upload_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Self::Tensor<T>>;
+
+    /// A new contiguous tensor of zeros.
+    fn zeros<T: Element>(&self, shape: &[usize]) -> Result<Self::Tensor<T>>;
+
+    /// The tensor in host memory (on a GPU, waits for the stream first).
+    fn download<T: Element>(&self, t: &Self::Tensor<T>) -> Result<HostTensor<T>>;
+
+    /// The same elements seen with another shape of equal size
+    /// (contiguous tensors only; `Error::Shape` otherwise).
+    fn reshape<T: Element>(&self, t: Self::Tensor<T>, shape: &[usize]) -> Result<Self::Tensor<T>>;
+
+    /// The GPU stream kernels run on, `None` on the CPU: what code that
+    /// adapts to the device asks (its target, its size, timing events).
+    fn stream(&self) -> Option<&Stream>;
+
+    /// A tensor as a launch passes it (read-only).
+    fn operand<T: Element>(t: &Self::Tensor<T>) -> &Self::Operand;
+
+    /// A tensor as a launch passes it (written).
+    fn operand_mut<T: Element>(t: &mut Self::Tensor<T>) -> &mut Self::Operand;
+
+    /// Runs the specialization `types`, `consts` of `kernel` over `grid`
+    /// on `args`, after checking them against the kernel's parameters
+    /// (typed errors, nothing run). What the generated `launch_with`
+    /// calls; use that instead, which fixes the argument types.
+    fn launch_kernel(
+        &self,
+        kernel: &'static KernelSpec,
+        types: &[DType],
+        consts: &[i64],
+        grid: Grid,
+        args: &mut [Arg<'_, Self::Operand>],
+    ) -> Result<()>;
+}
+
+impl Backend for Stream {
+    type Tensor<T: Element> = Tensor<T>;
+    type Operand = dyn TensorArg;
+
+    fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
+        Stream::upload(self, host)
+    }
+    fn upload_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Tensor<T>> {
+        Stream::upload_slice(self, data, shape)
+    }
+    fn zeros<T: Element>(&self, shape: &[usize]) -> Result<Tensor<T>> {
+        Stream::zeros(self, shape)
+    }
+    fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
+        Stream::download(self, t)
+    }
+    fn reshape<T: Element>(&self, t: Tensor<T>, shape: &[usize]) -> Result<Tensor<T>> {
+        t.reshape(shape)
+    }
+    fn stream(&self) -> Option<&Stream> {
+        Some(self)
+    }
+    fn operand<T: Element>(t: &Tensor<T>) -> &Self::Operand {
+        t
+    }
+    fn operand_mut<T: Element>(t: &mut Tensor<T>) -> &mut Self::Operand {
+        t
+    }
+    fn launch_kernel(
+        &self,
+        kernel: &'static KernelSpec,
+        types: &[DType],
+        consts: &[i64],
+        grid: Grid,
+        args: &mut [Arg<'_, dyn TensorArg>],
+    ) -> Result<()> {
+        check_args(kernel, types, grid, args)?;
+        crate::launch::launch(kernel, types, consts, self, grid, args)
+    }
+}
+
+/// The CPU: kernels run their reference versions (Rust generated from the
+/// same IR as the PTX), block after block, and tensors are
+/// [`HostTensor`]s. Runs anywhere; what the GPU versions are tested
+/// against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cpu;
+
+impl Backend for Cpu {
+    type Tensor<T: Element> = HostTensor<T>;
+    type Operand = dyn HostTensorArg;
+
+    fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<HostTensor<T>> {
+        Ok(host.clone())
+    }
+    fn upload_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<HostTensor<T>> {
+        HostTensor::from_vec(data.to_vec(), shape)
+    }
+    fn zeros<T: Element>(&self, shape: &[usize]) -> Result<HostTensor<T>> {
+        Ok(HostTensor::zeros(shape))
+    }
+    fn download<T: Element>(&self, t: &HostTensor<T>) -> Result<HostTensor<T>> {
+        Ok(t.clone())
+    }
+    fn reshape<T: Element>(&self, t: HostTensor<T>, shape: &[usize]) -> Result<HostTensor<T>> {
+        t.reshape(shape)
+    }
+    fn stream(&self) -> Option<&Stream> {
+        None
+    }
+    fn operand<T: Element>(t: &HostTensor<T>) -> &Self::Operand {
+        t
+    }
+    fn operand_mut<T: Element>(t: &mut HostTensor<T>) -> &mut Self::Operand {
+        t
+    }
+    fn launch_kernel(
+        &self,
+        kernel: &'static KernelSpec,
+        types: &[DType],
+        consts: &[i64],
+        grid: Grid,
+        args: &mut [HostArg<'_>],
+    ) -> Result<()> {
+        check_args(kernel, types, grid, args)?;
+        (kernel.cpu)(types, consts, grid, args)
+    }
+}
+
+/// Checks a launch's arguments against `kernel`'s parameters, on either
+/// backend: the grid, then per parameter the kind of argument (tensor
+/// read or written, scalar type), a tensor's element type (`types` gives
+/// the type parameters') and rank. `Error::Grid`, `Error::Rank`, or
+/// `Error::Argument` for the rest.
+fn check_args<O: TensorView + ?Sized>(
+    kernel: &KernelSpec,
+    types: &[DType],
+    grid: Grid,
+    args: &[Arg<'_, O>],
+) -> Result<()> {
+    check_grid(kernel.name, grid)?;
+    if args.len() != kernel.params.len() {
+        return Err(argument(
+            kernel,
+            format!("takes {} arguments, got {}", kernel.params.len(), args.len()),
+        ));
+    }
+    for (p, a) in kernel.params.iter().zip(args) {
+        let fits = match (p, a) {
+            (ParamSpec::Tensor { mutable: false, .. }, Arg::Tensor(_))
+            | (ParamSpec::Tensor { mutable: true, .. }, Arg::TensorMut(_)) => true,
+            (ParamSpec::Scalar { dtype, .. }, a) => matches!(
+                (dtype, a),
+                (DType::F32, Arg::F32(_)) | (DType::I32, Arg::I32(_)) | (DType::U32, Arg::U32(_))
+            ),
+            _ => false,
+        };
+        if !fits {
+            return Err(argument(
+                kernel,
+                format!("argument `{}` is not {}", p.name(), wanted(p)),
+            ));
+        }
+        let (ParamSpec::Tensor { name, elem, rank, .. }, Some(t)) = (p, a.tensor_view()) else {
+            continue;
+        };
+        let dtype = match kernel.types.iter().position(|n| n == elem) {
+            Some(i) => types.get(i).copied(),
+            None => DType::from_name(elem),
+        };
+        if dtype != Some(t.dtype()) {
+            let expected = dtype.map_or_else(|| format!("{elem}, which has no type given"), |d| d.to_string());
+            return Err(argument(
+                kernel,
+                format!("tensor `{name}` holds {} where the kernel reads {expected}", t.dtype()),
+            ));
+        }
+        if t.rank() != *rank {
+            return Err(Error::Rank {
+                kernel: kernel.name,
+                param: name,
+                expected: *rank,
+                found: t.rank(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The most blocks a grid may have along x, y and z.
+const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+
+/// Checks the grid against the hardware limits.
+fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
+    for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
+        if n == 0 || n > max {
+            return Err(Error::Grid {
+                kernel,
+                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a parameter takes, for messages: "a read-only tensor", "a scalar f32".
+fn wanted(p: &ParamSpec) -> String {
+    match p {
+        ParamSpec::Tensor { mutable: false, .. } => "a read-only tensor".to_string(),
+        ParamSpec::Tensor { mutable: true, .. } => "a writable tensor".to_string(),
+        ParamSpec::Scalar { dtype, .. } => format!("a scalar {dtype}"),
+    }
+}
+
+fn argument(kernel: &KernelSpec, reason: String) -> Error {
+    Error::Argument {
+        kernel: kernel.name,
+        reason,
+    }
+}
+
+/// The arguments of a CPU launch as an array of the kernel's parameter
+/// count (the generated CPU versions destructure it).
+#[doc(hidden)]
+pub fn host_args<'a, 'b, const N: usize>(
+    kernel: &KernelSpec,
+    args: &'a mut [HostArg<'b>],
+) -> Result<&'a mut [HostArg<'b>; N]> {
+    let found = args.len();
+    args.try_into()
+        .map_err(|_| argument(kernel, format!("takes {N} arguments, got {found}")))
+}
+
+/// Argument `param` of a CPU launch as the read-only `HostTensor<T>` the
+/// kernel's CPU version takes.
+#[doc(hidden)]
+pub fn host_tensor<'a, T: Element>(
+    kernel: &KernelSpec,
+    param: usize,
+    arg: &'a HostArg<'_>,
+) -> Result<&'a HostTensor<T>> {
+    let t = match arg {
+        Arg::Tensor(t) => t.as_any().downcast_ref(),
+        _ => None,
+    };
+    t.ok_or_else(|| mismatch(kernel, param, &format!("a read-only tensor of {}", T::DTYPE)))
+}
+
+/// Argument `param` of a CPU launch as the written `HostTensor<T>` the
+/// kernel's CPU version takes.
+#[doc(hidden)]
+pub fn host_tensor_mut<'a, T: Element>(
+    kernel: &KernelSpec,
+    param: usize,
+    arg: &'a mut HostArg<'_>,
+) -> Result<&'a mut HostTensor<T>> {
+    let t = match arg {
+        Arg::TensorMut(t) => t.as_any_mut().downcast_mut(),
+        _ => None,
+    };
+    t.ok_or_else(|| mismatch(kernel, param, &format!("a writable tensor of {}", T::DTYPE)))
+}
+
+/// A scalar kernel argument's type: `f32`, `i32` or `u32`.
+pub trait Scalar: Copy {
+    /// The value, if `arg` is a scalar of this type.
+    fn of<O: ?Sized>(arg: &Arg<'_, O>) -> Option<Self>;
+}
+
+impl Scalar for f32 {
+    fn of<O: ?Sized>(arg: &Arg<'_, O>) -> Option<f32> {
+        match arg {
+            Arg::F32(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+impl Scalar for i32 {
+    fn of<O: ?Sized>(arg: &Arg<'_, O>) -> Option<i32> {
+        match arg {
+            Arg::I32(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+impl Scalar for u32 {
+    fn of<O: ?Sized>(arg: &Arg<'_, O>) -> Option<u32> {
+        match arg {
+            Arg::U32(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+/// Argument `param` of a CPU launch as the scalar the kernel's CPU version takes.
+#[doc(hidden)]
+pub fn host_scalar<S: Scalar>(kernel: &KernelSpec, param: usize, arg: &HostArg<'_>) -> Result<S> {
+    S::of(arg).ok_or_else(|| mismatch(kernel, param, std::any::type_name::<S>()))
+}
+
+/// The error for an argument that is not `what` the specialization takes.
+fn mismatch(kernel: &KernelSpec, param: usize, what: &str) -> Error {
+    let name = kernel.params.get(param).map_or("?", ParamSpec::name);
+    argument(kernel, format!("argument `{name}` is not {what}"))
+}

@@ -1,0 +1,16 @@
+//! What the tile compiler and the runtime share, defined once: element
+//! types ([`DType`]), PTX targets ([`Target`]) and the description of one
+//! compiled PTX entry ([`Variant`], with its [`TensorMap`]s).
+//!
+//! The compiler builds these values with owned data; the code
+//! `#[tile::kernel]` expands to writes them as `static`s with borrowed data
+//! (hence [`Cow`](std::borrow::Cow)), which the runtime reads to choose and
+//! launch a variant. No dependencies beyond `std`.
+
+mod dtype;
+mod target;
+mod variant;
+
+pub use dtype::DType;
+pub use target::Target;
+pub use variant::{TensorMap, Variant};
