@@ -34,8 +34,9 @@ mod common;
 
 use common::{gpu_stream, median_ms, random};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
+use tile::Tuned;
 use tile::{Element, Stream, Tensor, bf16, f16};
-use tile_kernels::matmul::{self, Tile};
+use tile_kernels::matmul;
 
 const REPS: usize = 10;
 /// Rounds of timing the chosen tiles and cuBLAS in turn: each of the
@@ -157,21 +158,21 @@ where
         2.0 * (m * n * k) as f64,
         (
             || matmul::run(s, &a, &b, &mut c.borrow_mut()).unwrap(),
-            |name| matmul::launch_tile(s, name, &a, &b, &mut c.borrow_mut()).unwrap(),
+            |tile| matmul::matmul::run_with(s, tile, &a, &b, &mut c.borrow_mut()).unwrap(),
         ),
         || cublas(blas, (&a, &b, false), &mut c.borrow_mut(), of(1.0), of(0.0)),
     );
 }
 
 /// Tunes our tile and our portable tile (`tune` runs the product tuned and
-/// returns its tile, `run` launches a given tile), times them in turn with
+/// returns its configuration, `run` launches a given one), times them in turn with
 /// cuBLAS (`blas`), and prints a line headed `head` (`flops`: the
 /// product's floating-point operations).
 fn compare(
     s: &Stream,
     head: &str,
     flops: f64,
-    (tune, run): (impl Fn() -> Tile, impl Fn(Tile)),
+    (tune, run): (impl Fn() -> Tuned, impl Fn(Tuned)),
     mut blas: impl FnMut(),
 ) {
     let tile = tune();
@@ -251,7 +252,7 @@ where
         2.0 * (m * n * k) as f64,
         (
             || matmul::run_linear(s, &x, &w, &bias, &mut y.borrow_mut(), false).unwrap(),
-            |name| matmul::launch_linear_tile(s, name, (&x, &w, &bias), &mut y.borrow_mut(), false).unwrap(),
+            |tile| matmul::linear::run_with(s, tile, &x, &w, &bias, &mut y.borrow_mut(), 0).unwrap(),
         ),
         || cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0)),
     );

@@ -35,14 +35,16 @@
 //! at run time), `launch` (given as generic arguments, checked at compile
 //! time), both taking a [`Backend`] (a GPU [`Stream`] or [`Cpu`]), and
 //! `KERNEL` (the generated PTX, parameter list and CPU version, also in
-//! the registry).
+//! the registry); a kernel that declares its tuning (`grid = ..`,
+//! `key = [..]`) also gets `run`, which picks its configuration by timing
+//! them ([`Tuned`]).
 
 pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
     Arg, Backend, Cpu, CpuVersion, DType, Device, Element, Error, Event, Grid, HostArg, HostTensor, HostTensorArg,
-    KernelRef, KernelSpec, ParamSpec, Result, Scalar, Stream, Target, Tensor, TensorArg, TensorMap, TensorView,
-    Variant, autotune, device_count, driver_present, registered_kernels, select, testing,
+    KernelRef, KernelSpec, ParamSpec, Result, Scalar, Size, SizeOp, Stream, Target, Tensor, TensorArg, TensorMap,
+    TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present, registered_kernels, select, testing,
 };
 
 /// The names a program using tile usually needs.
@@ -53,7 +55,9 @@ pub mod prelude {
 /// Used by the code `#[tile::kernel]` generates; not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use tile_runtime::{cpu, host_args, host_scalar, host_tensor, host_tensor_mut, inventory};
+    pub use tile_runtime::{
+        cpu, host_args, host_scalar, host_tensor, host_tensor_mut, inventory, run_config, run_tuned,
+    };
 }
 
 /// The README's examples, compiled and run as doc tests.

@@ -235,7 +235,11 @@ fn library_wrappers_run_on_the_cpu() {
     let (a, bm) = (rng.normals(m * k, 1.0), rng.normals(k * n, 1.0));
     let mut c = HostTensor::full(&[m, n], f32::NAN);
     let tile = matmul::run(&Cpu, &host::<f32>(&a, &[m, k]), &host::<f32>(&bm, &[k, n]), &mut c).unwrap();
-    assert_eq!(tile, matmul::Tile::new(64, 64, 32), "the CPU runs the smallest tile");
+    let first = tile::Tuned {
+        consts: &[64, 64, 32],
+        clusters: false,
+    };
+    assert_eq!(tile, first, "the CPU runs the first configuration");
     let want = linear_ref(&a, &transpose(&bm, k, n), &vec![0.0; n], m, n, k, false);
     assert_close("matmul::run", &values(&c), &want, 1e-6);
 
@@ -337,7 +341,7 @@ fn matmul_on_the_tensor_core_path_matches_f64() {
         let want = linear_ref(&a, &transpose(&b, k, n), &vec![0.0; n], m, n, k, false);
         let (at, bt) = (host::<f32>(&a, &[m, k]), host::<f32>(&b, &[k, n]));
         let mut c = HostTensor::full(&[m, n], f32::NAN);
-        matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &at, &bt, &mut c).unwrap();
+        matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &at, &bt, &mut c).unwrap();
         assert_close(&format!("matmul {m}x{n}x{k}"), &values(&c), &want, 1e-6);
     }
 }
@@ -362,7 +366,7 @@ fn tensor_core_linear_residual_and_batched_match_f64() {
             host::<f32>(&w, &[n, k]),
             host::<f32>(&b, &[n]),
         );
-        let grid = matmul::blocks(m, n, 64, 64);
+        let grid = tiles(m, n, 64, 64);
         for gelu in [0, 1] {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
             matmul::linear::launch::<f32, 64, 64, 32, _>(&Cpu, grid, &xt, &wt, &bt, &mut y, gelu).unwrap();
@@ -393,7 +397,7 @@ fn tensor_core_linear_residual_and_batched_match_f64() {
     let mut c = HostTensor::full(&[batch, m, n], f32::NAN);
     matmul::batched_matmul::launch::<f32, 64, 64, 32, _>(
         &Cpu,
-        (matmul::blocks(m, n, 64, 64), batch as u32),
+        (tiles(m, n, 64, 64), batch as u32),
         &host::<f32>(&a, &[batch, m, k]),
         &host::<f32>(&b, &[batch, k, n]),
         &mut c,

@@ -264,8 +264,13 @@ fn bad_arguments_are_typed_errors_not_launches() {
     let a = s.zeros::<bf16>(&[128, 64]).unwrap();
     let b = s.zeros::<bf16>(&[64, 128]).unwrap();
     let mut c = s.zeros::<bf16>(&[128, 128]).unwrap();
-    use tile_kernels::matmul::{Tile, launch_tile};
-    let e = launch_tile(&s, Tile::new(128, 128, 64), &a, &b, &mut c).unwrap_err();
+    use tile::Tuned;
+    use tile_kernels::matmul::matmul::run_with;
+    let config = |consts| Tuned {
+        consts,
+        clusters: false,
+    };
+    let e = run_with(&s, config(&[128, 128, 64]), &a, &b, &mut c).unwrap_err();
     d.use_arch_specific(true);
     d.limit_block_shared_bytes(usize::MAX);
     assert!(
@@ -273,7 +278,7 @@ fn bad_arguments_are_typed_errors_not_launches() {
         "{e}"
     );
     // A tile shape the attribute does not build, chosen at run time.
-    let e = launch_tile(&s, Tile::new(128, 64, 32), &a, &b, &mut c).unwrap_err();
+    let e = run_with(&s, config(&[128, 64, 32]), &a, &b, &mut c).unwrap_err();
     assert!(
         matches!(&e, tile::Error::NotBuilt { kernel: "matmul", consts } if consts == &[128, 64, 32]),
         "{e}"
@@ -439,10 +444,10 @@ fn matmul_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize, 
     let b = host::<T>(&rng.normals(k * n, 1.0), &[k, n]);
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     let mut want = poisoned::<T>(&[m, n]);
-    matmul::matmul::launch::<T, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
-    for tile in matmul::tiles::<T>() {
+    matmul::matmul::launch::<T, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    for tile in matmul::matmul::KERNEL.candidates(&[T::DTYPE], true) {
         let mut cd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        matmul::launch_tile(s, tile, &ad, &bd, &mut cd).unwrap();
+        matmul::matmul::run_with(s, tile, &ad, &bd, &mut cd).unwrap();
         let what = format!("matmul {} {m}x{n}x{k} tile {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
     }
@@ -514,11 +519,11 @@ fn tf32_products_round_their_operands_like_cublas() {
         let zero = s.upload(&host::<f32>(&vec![0.0; n], &[n])).unwrap();
         on_every_path(&d, || {
             let path = format!("{:?}", d.target());
-            for tile in matmul::tiles::<f32>() {
+            for tile in matmul::matmul::KERNEL.candidates(&[tile::DType::F32], true) {
                 let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
-                matmul::launch_tile(&s, tile, &ad, &bd, &mut cd).unwrap();
+                matmul::matmul::run_with(&s, tile, &ad, &bd, &mut cd).unwrap();
                 let mut yd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
-                matmul::launch_linear_tile(&s, tile, (&ad, &wd, &zero), &mut yd, false).unwrap();
+                matmul::linear::run_with(&s, tile, &ad, &wd, &zero, &mut yd, 0).unwrap();
                 for (what, out) in [("matmul", &cd), ("linear", &yd)] {
                     let e = rel_err(&values(&s.download(out).unwrap()), &want);
                     if e >= 3.6e-4 {
@@ -583,11 +588,15 @@ fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
         let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
         let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
         let mut want = poisoned::<bf16>(&[m, n]);
-        matmul::matmul::launch::<bf16, 64, 64, 64, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+        matmul::matmul::launch::<bf16, 64, 64, 64, _>(&Cpu, tiles(m, n, 64, 64), &a, &b, &mut want).unwrap();
         let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
         let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
         let before = d.launched_variants();
-        matmul::launch_tile(&s, matmul::Tile::new(64, 64, 64), &ad, &bd, &mut cd).unwrap();
+        let tile = tile::Tuned {
+            consts: &[64, 64, 64],
+            clusters: false,
+        };
+        matmul::matmul::run_with(&s, tile, &ad, &bd, &mut cd).unwrap();
         let what = format!("matmul bf16 {m}x{n}x{k} tile 64x64x64");
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), bf16::TOL);
         let launched: Vec<&str> = d
@@ -654,7 +663,7 @@ fn tuned_batched_case<T: Num>(s: &Stream, rng: &mut Rng, tol: f64) {
     let mut cd = s.upload(&poisoned::<T>(&[batch, m, n])).unwrap();
     let tile = matmul::run_batched(s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
     let mut want = poisoned::<T>(&[batch, m, n]);
-    let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
+    let grid = (tiles(m, n, 64, 64), batch as u32);
     matmul::batched_matmul::launch::<T, 64, 64, 32, _>(&Cpu, grid, &a, &b, &mut want).unwrap();
     let what = format!("tuned batched_matmul {}, {tile}", T::DTYPE);
     assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), tol);
@@ -669,9 +678,9 @@ fn long_k_case<T: Num>(s: &Stream, rng: &mut Rng, (m, n, k): (usize, usize, usiz
         s.upload(&host::<T>(&w, &[n, k])).unwrap(),
         s.upload(&host::<T>(&b, &[n])).unwrap(),
     );
-    for tile in matmul::tiles::<T>() {
+    for tile in matmul::linear::KERNEL.candidates(&[T::DTYPE], true) {
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        matmul::launch_linear_tile(s, tile, (&xd, &wd, &bd), &mut yd, false).unwrap();
+        matmul::linear::run_with(s, tile, &xd, &wd, &bd, &mut yd, 0).unwrap();
         let what = format!("linear {} {m}x{n}x{k} tile {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol);
     }
@@ -691,10 +700,10 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
     );
     let what = format!("{} {m}x{n}x{k}", T::DTYPE);
     let mut want = poisoned::<T>(&[m, n]);
-    matmul::linear::launch::<T, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
-    for tile in matmul::tiles::<T>() {
+    matmul::linear::launch::<T, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &x, &w, &b, &mut want, 1).unwrap();
+    for tile in matmul::linear::KERNEL.candidates(&[T::DTYPE], true) {
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        matmul::launch_linear_tile(s, tile, (&xd, &wd, &bd), &mut yd, true).unwrap();
+        matmul::linear::run_with(s, tile, &xd, &wd, &bd, &mut yd, 1).unwrap();
         assert_close(
             &format!("linear+gelu {what} tile {tile}"),
             &values(&s.download(&yd).unwrap()),
@@ -703,20 +712,12 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
         );
     }
     for (bm, bn) in [(64, 64), (128, 128)] {
-        let grid = matmul::blocks(m, n, bm, bn);
+        let grid = tiles(m, n, bm, bn);
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
         let mut want = poisoned::<T>(&[m, n]);
         matmul::linear_residual::launch_with(s, &[bm, bn, 32], grid, &xd, &wd, &bd, &rd, &mut yd).unwrap();
-        matmul::linear_residual::launch::<T, 64, 64, 32, _>(
-            &Cpu,
-            matmul::blocks(m, n, 64, 64),
-            &x,
-            &w,
-            &b,
-            &r,
-            &mut want,
-        )
-        .unwrap();
+        matmul::linear_residual::launch::<T, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &x, &w, &b, &r, &mut want)
+            .unwrap();
         assert_close(
             &format!("linear_residual {what} tile {bm}x{bn}"),
             &values(&s.download(&yd).unwrap()),
@@ -728,7 +729,7 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
     let batch = 3;
     let a = host::<T>(&rng.normals(batch * m * k, 1.0), &[batch, m, k]);
     let bb = host::<T>(&rng.normals(batch * k * n, 1.0), &[batch, k, n]);
-    let grid = (matmul::blocks(m, n, 64, 64), batch as u32);
+    let grid = (tiles(m, n, 64, 64), batch as u32);
     let mut cd = s.upload(&poisoned::<T>(&[batch, m, n])).unwrap();
     let mut want = poisoned::<T>(&[batch, m, n]);
     matmul::batched_matmul::launch::<T, 64, 64, 32, _>(
@@ -827,9 +828,14 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let b = host::<bf16>(&rng.normals(k * n, 1.0), &[k, n]);
     let mut cd = s.upload(&poisoned::<bf16>(&[m, n])).unwrap();
     let tile = matmul::run(&s, &s.upload(&a).unwrap(), &s.upload(&b).unwrap(), &mut cd).unwrap();
-    assert!(matmul::tiles::<bf16>().contains(&tile), "{tile}");
+    assert!(
+        matmul::matmul::KERNEL
+            .candidates(&[tile::DType::BF16], true)
+            .contains(&tile),
+        "{tile}"
+    );
     let mut want = poisoned::<bf16>(&[m, n]);
-    matmul::matmul::launch::<bf16, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::launch::<bf16, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &a, &b, &mut want).unwrap();
     assert_close(
         "tuned matmul",
         &values(&s.download(&cd).unwrap()),
@@ -849,8 +855,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         tile_linear
     );
     let mut want = poisoned::<bf16>(&[m, n]);
-    matmul::linear::launch::<bf16, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &x, &w, &bias, &mut want, 1)
-        .unwrap();
+    matmul::linear::launch::<bf16, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &x, &w, &bias, &mut want, 1).unwrap();
     assert_close(
         "tuned linear",
         &values(&s.download(&yd).unwrap()),
@@ -862,13 +867,13 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let a = host::<f32>(&rng.normals(m * k, 1.0), &[m, k]);
     let b = host::<f32>(&rng.normals(k * n, 1.0), &[k, n]);
     let mut want = poisoned::<f32>(&[m, n]);
-    matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, matmul::blocks(m, n, 64, 64), &a, &b, &mut want).unwrap();
+    matmul::matmul::launch::<f32, 64, 64, 32, _>(&Cpu, tiles(m, n, 64, 64), &a, &b, &mut want).unwrap();
     let (ad, bd) = (s.upload(&a).unwrap(), s.upload(&b).unwrap());
     on_every_path(&d, || {
         let mut cd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
         let tile = matmul::run(&s, &ad, &bd, &mut cd).unwrap();
         let target = d.target();
-        assert!(target == tile::Target::Sm90a || !tile.pairs, "{tile} on {target:?}");
+        assert!(target == tile::Target::Sm90a || !tile.clusters, "{tile} on {target:?}");
         let what = format!("tuned f32 matmul, {tile} on {target:?}");
         assert_close(&what, &values(&s.download(&cd).unwrap()), &values(&want), 2e-3);
     });
@@ -885,28 +890,32 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
     let bias = host::<f32>(&rng.normals(n, 1.0), &[n]);
     let residual = host::<f32>(&rng.normals(m * n, 1.0), &[m, n]);
     let mut want = poisoned::<f32>(&[m, n]);
-    let grid = matmul::blocks(m, n, 64, 64);
+    let grid = tiles(m, n, 64, 64);
     matmul::linear_residual::launch::<f32, 64, 64, 32, _>(&Cpu, grid, &x, &w, &bias, &residual, &mut want).unwrap();
     let (xd, wd, bd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap(), s.upload(&bias).unwrap());
     let rd = s.upload(&residual).unwrap();
     let mut yd = s.upload(&poisoned::<f32>(&[m, n])).unwrap();
     let tile_residual = matmul::run_linear_residual(&s, (&xd, &wd, &bd), &rd, &mut yd).unwrap();
-    assert_eq!(tile_residual, matmul::Tile::new(64, 64, 32));
+    let smallest = tile::Tuned {
+        consts: &[64, 64, 32],
+        clusters: false,
+    };
+    assert_eq!(tile_residual, smallest);
     let what = "untimed f32 linear_residual";
     assert_close(what, &values(&s.download(&yd).unwrap()), &values(&want), 2e-3);
 
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
     // Keys are the kernel, dtype, size classes, GPU and target; values the tile.
-    let remembered = |key: &str, tile: matmul::Tile| {
+    let remembered = |key: &str, tile: tile::Tuned| {
         cached
             .lines()
             .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))
     };
     assert!(
-        remembered("matmul|bf16|1024x224x1280|", tile)
-            && remembered("linear|bf16|1024x224x1280|", tile_linear)
-            && cached.contains("batched_matmul|bf16|6x320x64x512|")
-            && cached.contains("batched_matmul|f32|6x320x64x512|")
+        remembered("tile_kernels::matmul::matmul|bf16|1024x224x1280|", tile)
+            && remembered("tile_kernels::matmul::linear|bf16|1024x224x1280|", tile_linear)
+            && cached.contains("tile_kernels::matmul::batched_matmul|bf16|6x320x64x512|")
+            && cached.contains("tile_kernels::matmul::batched_matmul|f32|6x320x64x512|")
             && !cached.contains("linear_residual|"),
         "{cached}"
     );

@@ -171,6 +171,11 @@ pub fn embedding_ref(tokens: &[i32], wte: &[f64], wpe: &[f64], seq_len: usize, c
 }
 
 /// `x @ w^T + b` (x: [m, k], w: [n, k]), then tanh-GELU if asked.
+/// Blocks of `bm x bn` output tiles over an `m x n` product.
+pub fn tiles(m: usize, n: usize, bm: usize, bn: usize) -> u32 {
+    (m.div_ceil(bm) * n.div_ceil(bn)) as u32
+}
+
 pub fn linear_ref(x: &[f64], w: &[f64], b: &[f64], m: usize, n: usize, k: usize, gelu: bool) -> Vec<f64> {
     let mut y = vec![0.0; m * n];
     for i in 0..m {

@@ -47,44 +47,14 @@ impl Config {
     }
 }
 
-/// What the generated `run` computes on the host before a launch: the
-/// tuning key (problem sizes, each rounded to its size class, that share a
-/// choice) and the grid, per configuration.
+/// The tuning the attribute declares: what the generated `run` computes
+/// on the host before a launch (see [`tile_spec::Tuning`]), and where each
+/// `t.shape(d)` it reads is written (the compiler checks the axis against
+/// the tensor's rank).
 pub struct Tuning {
-    pub key: Vec<HostExpr>,
-    /// The grid's axes, x first (one to three).
-    pub grid: Vec<HostExpr>,
-}
-
-/// An integer expression the host evaluates at launch, from the arguments'
-/// shapes, integer scalars and a configuration's const values.
-#[derive(Clone, Debug)]
-pub enum HostExpr {
-    Int(i64),
-    /// A const parameter, by index.
-    Const(usize),
-    /// An integer scalar parameter, by index among all parameters.
-    Scalar(usize),
-    /// `t.shape(axis)` of the tensor parameter `param`.
-    Dim {
-        param: usize,
-        axis: usize,
-        span: Span,
-    },
-    Binary(HostOp, Box<HostExpr>, Box<HostExpr>),
-}
-
-/// The operations of a [`HostExpr`]; division rounds down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    /// `cdiv(a, b)`: the division rounded up.
-    Cdiv,
-    Max,
-    Min,
+    pub sizes: tile_spec::Tuning,
+    /// (tensor parameter, axis, where it is written) of every `t.shape(d)`.
+    pub dims: Vec<(usize, usize, Span)>,
 }
 
 /// A type parameter standing for an element type, and the types to build it for.

@@ -157,8 +157,18 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
         ));
     }
     if let Some(tuning) = &kernel.tuning {
-        for e in tuning.key.iter().chain(&tuning.grid) {
-            check_axes(&kernel, e, &ranks[0])?;
+        for &(param, axis, span) in &tuning.dims {
+            let rank = ranks[0][param];
+            if axis >= rank {
+                return Err(Error::new(
+                    span,
+                    format!(
+                        "`{}` has rank {rank}: its axes are 0 to {}",
+                        kernel.params[param].name,
+                        rank.saturating_sub(1)
+                    ),
+                ));
+            }
         }
     }
     Ok(CompiledKernel {
@@ -166,24 +176,4 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
         funcs,
         variants,
     })
-}
-
-/// Checks that every `t.shape(d)` of a tuning expression names an axis of `t`.
-fn check_axes(kernel: &ast::Kernel, e: &ast::HostExpr, ranks: &[usize]) -> Result<()> {
-    match e {
-        ast::HostExpr::Dim { param, axis, span } if *axis >= ranks[*param] => Err(Error::new(
-            *span,
-            format!(
-                "`{}` has rank {}: its axes are 0 to {}",
-                kernel.params[*param].name,
-                ranks[*param],
-                ranks[*param].saturating_sub(1)
-            ),
-        )),
-        ast::HostExpr::Binary(_, a, b) => {
-            check_axes(kernel, a, ranks)?;
-            check_axes(kernel, b, ranks)
-        }
-        _ => Ok(()),
-    }
 }

@@ -10,6 +10,7 @@ use crate::dtype::DType;
 use crate::{CompiledKernel, Variant};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
+use tile_spec::SizeOp;
 
 /// `d` as the expansion writes it: `::tile::DType::F32`.
 fn runtime_dtype(d: DType) -> TokenStream {
@@ -20,6 +21,30 @@ fn runtime_dtype(d: DType) -> TokenStream {
 /// `Cow::Borrowed(&[..])` of `items`: a slice in `static` data.
 fn borrowed_slice(items: impl Iterator<Item = TokenStream>) -> TokenStream {
     quote!(::std::borrow::Cow::Borrowed(&[#(#items),*]))
+}
+
+/// A tuning as a `static` `::tile::Tuning`: each size's program.
+fn tuning_spec(t: &tile_spec::Tuning) -> TokenStream {
+    let size = |s: &tile_spec::Size| {
+        let ops = s.0.iter().map(|op| {
+            let op = match *op {
+                SizeOp::Int(n) => quote!(Int(#n)),
+                SizeOp::Const(i) => quote!(Const(#i)),
+                SizeOp::Scalar(i) => quote!(Scalar(#i)),
+                SizeOp::Dim { param, axis } => quote!(Dim { param: #param, axis: #axis }),
+                other => {
+                    let name = format_ident!("{other:?}");
+                    quote!(#name)
+                }
+            };
+            quote!(::tile::SizeOp::#op)
+        });
+        let ops = borrowed_slice(ops);
+        quote!(::tile::Size(#ops))
+    };
+    let key = borrowed_slice(t.key.iter().map(size));
+    let grid = borrowed_slice(t.grid.iter().map(size));
+    quote!(::core::option::Option::Some(::tile::Tuning { key: #key, grid: #grid }))
 }
 
 /// A variant as a `static` `::tile::Variant` (see `tile_spec::Variant`).
@@ -198,7 +223,29 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             quote!(const { #(#checks)* };)
         }
     };
-    let launch_check = compile_check(type_checks.iter().cloned().chain(const_checks).collect());
+    // With configurations, the combination too: each value may be built
+    // with some types and values of the others only.
+    let combination_check = (!ast.configs.is_empty()).then(|| {
+        let names: Vec<String> = type_names.iter().chain(&const_names).cloned().collect();
+        let built = k.funcs.iter().map(|s| {
+            let types = s.types.iter().map(|d| runtime_dtype(*d));
+            let consts = s.consts.iter().map(|&v| v as usize);
+            quote!((#(#types,)* #(#consts,)*))
+        });
+        let msg = format!(
+            "`{name_str}` is not built for this combination of ({}): its attribute's `configs` list the built ones",
+            names.join(", ")
+        );
+        quote!(::core::assert!(::core::matches!((#(<#type_idents as ::tile::Element>::DTYPE,)* #(#const_idents,)*), #(#built)|*), #msg);)
+    });
+    let launch_check = compile_check(
+        type_checks
+            .iter()
+            .cloned()
+            .chain(const_checks)
+            .chain(combination_check)
+            .collect(),
+    );
     let launch_with_check = compile_check(type_checks);
     let type_params = quote!(#(#type_idents: ::tile::Element,)*);
     let launch_generics = quote!(<#type_params #(const #const_idents: usize,)* #backend: ::tile::Backend>);
@@ -289,6 +336,44 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     let doc_launch = format!(
         "Runs `{name_str}` on `on` (a GPU stream or `&tile::Cpu`) over `grid` blocks, as `launch_with` does, with the element types and const values as generic arguments, the backend last (`launch::<f32, 1024, _>(&stream, ..)`): values the attribute does not list are compile errors."
     );
+    let tuning = match &ast.tuning {
+        Some(t) => tuning_spec(&t.sizes),
+        None => quote!(::core::option::Option::None),
+    };
+    // With a declared tuning: `run`, every argument but the const values
+    // and the grid, which the tuner chooses and computes.
+    let run = ast.tuning.as_ref().map(|_| {
+        let doc = format!(
+            "Runs `{name_str}` on `on` with the configuration of its const parameters ({const_list}) tuned for this problem class, the grid computed from the arguments, and returns that configuration: on a GPU the first problem of each class times the candidates (see `tile::autotune`), later ones reuse the choice; on the CPU the first configuration runs. Otherwise as `launch_with`."
+        );
+        let doc_with = format!(
+            "Runs `{name_str}` on `on` in the configuration `config` (one of `KERNEL.candidates(..)`, or what `run` returned), the grid computed from the arguments: no tuning. Otherwise as `launch_with`."
+        );
+        quote! {
+            #[doc = #doc]
+            #[allow(clippy::too_many_arguments)]
+            pub fn run #launch_with_generics (
+                on: &#backend,
+                #(#params),*
+            ) -> ::core::result::Result<::tile::Tuned, ::tile::Error> {
+                #launch_with_check
+                let types = [#(<#type_idents as ::tile::Element>::DTYPE),*];
+                ::tile::__private::run_tuned(on, &KERNEL, &types, &mut [#(#args),*])
+            }
+
+            #[doc = #doc_with]
+            #[allow(clippy::too_many_arguments)]
+            pub fn run_with #launch_with_generics (
+                on: &#backend,
+                config: ::tile::Tuned,
+                #(#params),*
+            ) -> ::core::result::Result<(), ::tile::Error> {
+                #launch_with_check
+                let types = [#(<#type_idents as ::tile::Element>::DTYPE),*];
+                ::tile::__private::run_config(on, &KERNEL, &types, config, &mut [#(#args),*])
+            }
+        }
+    });
     quote! {
         #(#attrs)*
         #[allow(non_snake_case)]
@@ -304,6 +389,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 consts: &[#(#const_names),*],
                 variants: &[#(#variants),*],
                 cpu: cpu_version,
+                tuning: #tuning,
             };
 
             ::tile::__private::inventory::submit! { ::tile::KernelRef(&KERNEL) }
@@ -316,8 +402,10 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 #(#params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
                 #launch_check
-                run::<#(#type_idents,)* #backend>(on, &[#(#const_idents as i64),*], grid.into(), #(#param_names),*)
+                dispatch::<#(#type_idents,)* #backend>(on, &[#(#const_idents as i64),*], grid.into(), #(#param_names),*)
             }
+
+            #run
 
             #[doc = #doc_launch_with]
             #[allow(clippy::too_many_arguments)]
@@ -329,13 +417,13 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             ) -> ::core::result::Result<(), ::tile::Error> {
                 #launch_with_check
                 let consts: ::std::vec::Vec<i64> = consts.iter().map(|&c| c as i64).collect();
-                run::<#(#type_idents,)* #backend>(on, &consts, grid.into(), #(#param_names),*)
+                dispatch::<#(#type_idents,)* #backend>(on, &consts, grid.into(), #(#param_names),*)
             }
 
             /// What `launch` and `launch_with` run once their checks passed:
             /// the backend's launch with the arguments type-erased.
             #[allow(clippy::too_many_arguments)]
-            fn run #launch_with_generics (
+            fn dispatch #launch_with_generics (
                 on: &#backend,
                 consts: &[i64],
                 grid: ::tile::Grid,

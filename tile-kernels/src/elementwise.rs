@@ -28,7 +28,5 @@ pub fn residual_add<T, const BLOCK: usize>(x: &mut Tensor<T>, residual: &Tensor<
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 4096])]
 pub fn gelu<T, const BLOCK: usize>(x: &Tensor<T>, out: &mut Tensor<T>) {
     let i = block_id(0);
-    let v = x.load([i], [BLOCK]).cast::<f32>();
-    let inner = 0.7978845608028654 * (v + 0.044715 * v * v * v);
-    out.store([i], (0.5 * v * (1.0 + tanh(inner))).cast::<T>());
+    out.store([i], gelu(x.load([i], [BLOCK]).cast::<f32>()).cast::<T>());
 }

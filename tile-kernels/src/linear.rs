@@ -27,8 +27,7 @@ pub fn linear_ffma<T, const BM: usize, const BN: usize, const BK: usize>(
     }
     let out = acc + b.load([n], [BN]).cast::<f32>();
     if gelu == 1 {
-        let inner = 0.7978845608028654 * (out + 0.044715 * out * out * out);
-        y.store([m, n], (0.5 * out * (1.0 + tanh(inner))).cast::<T>());
+        y.store([m, n], gelu(out).cast::<T>());
     } else {
         y.store([m, n], out.cast::<T>());
     }

@@ -25,6 +25,7 @@ mod spec;
 mod tensor;
 mod tensor_map;
 pub mod testing;
+mod tuned;
 
 pub use backend::{
     Arg, Backend, Cpu, HostArg, HostTensorArg, Scalar, TensorView, host_args, host_scalar, host_tensor, host_tensor_mut,
@@ -36,6 +37,7 @@ pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
-pub use tile_spec::{DType, Target, TensorMap, Variant};
+pub use tile_spec::{DType, Size, SizeOp, Target, TensorMap, Tuning, Variant};
+pub use tuned::{Tuned, run_config, run_tuned};
 
 pub use inventory;

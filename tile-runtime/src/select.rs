@@ -343,6 +343,7 @@ mod tests {
         ],
         // Selection never runs the CPU version.
         cpu: |_, _, _, _| Ok(()),
+        tuning: None,
     };
 
     /// A Hopper's site: 227 KiB of shared memory per block.

@@ -48,6 +48,9 @@ pub struct KernelSpec {
     pub variants: &'static [Variant],
     /// The CPU version: what a launch on [`Cpu`](crate::Cpu) runs.
     pub cpu: CpuVersion,
+    /// The tuning the attribute declares, if any: what the generated `run`
+    /// computes and chooses with ([`crate::tuned`]).
+    pub tuning: Option<tile_spec::Tuning>,
 }
 
 /// A kernel's CPU version: runs the reference code of the specialization
@@ -69,6 +72,22 @@ impl KernelSpec {
             }
         }
         built
+    }
+
+    /// The configurations a tuned `run` chooses among for element types
+    /// `types`: every specialization built for them, in the attribute's
+    /// order, then with `clusters` those with a variant in 2-CTA clusters
+    /// again, in clusters.
+    pub fn candidates(&self, types: &[DType], clusters: bool) -> Vec<crate::Tuned> {
+        let built = self.specializations(types);
+        let plain = built.iter().map(|&consts| crate::Tuned {
+            consts,
+            clusters: false,
+        });
+        let in_clusters = (built.iter())
+            .filter(|c| clusters && self.pairs_blocks(types, c))
+            .map(|&consts| crate::Tuned { consts, clusters: true });
+        plain.chain(in_clusters).collect()
     }
 
     /// Whether the specialization has a variant whose blocks run in pairs

@@ -1,6 +1,7 @@
 //! What the tile compiler and the runtime share, defined once: element
 //! types ([`DType`]), PTX targets ([`Target`]) and the description of one
-//! compiled PTX entry ([`Variant`], with its [`TensorMap`]s).
+//! compiled PTX entry ([`Variant`], with its [`TensorMap`]s), and the
+//! tuning a kernel declares ([`Tuning`]: sizes computed at launch).
 //!
 //! The compiler builds these values with owned data; the code
 //! `#[tile::kernel]` expands to writes them as `static`s with borrowed data
@@ -9,8 +10,10 @@
 
 mod dtype;
 mod target;
+mod tuning;
 mod variant;
 
 pub use dtype::DType;
 pub use target::Target;
+pub use tuning::{Size, SizeArgs, SizeError, SizeOp, Tuning};
 pub use variant::{TensorMap, Variant};

@@ -11,6 +11,7 @@ use proc_macro2::{Ident, Span, TokenStream};
 use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{Expr as SynExpr, Token};
+use tile_spec::SizeOp;
 
 /// `NAME = [values..]` lists, unresolved.
 pub(super) type Lists = Vec<(Ident, Vec<SynExpr>)>;
@@ -220,28 +221,52 @@ pub(super) fn resolve_config((span, pairs): &RawConfig, types: &[TypeParam], con
 
 const HOST: &str = "the tuning's `grid` and `key` are sizes the host computes: integers, const parameters, integer scalar parameters, `t.shape(d)`, `cdiv(a, b)`, `max(a, b)`, `min(a, b)` and `+ - * /`";
 
-/// A `grid = ..` or `key = [..]` expression over the kernel's parameters.
-pub(super) fn host_expr(e: &SynExpr, consts: &[Ident], params: &[Param]) -> Result<HostExpr> {
-    let op = |op, a: &SynExpr, b: &SynExpr| -> Result<HostExpr> {
-        Ok(HostExpr::Binary(
-            op,
-            Box::new(host_expr(a, consts, params)?),
-            Box::new(host_expr(b, consts, params)?),
-        ))
+/// What a `grid = ..` or `key = [..]` expression may read.
+pub(super) struct HostNames<'a> {
+    /// The const parameters, by index (`None`: the key, which names the
+    /// problem, not a configuration).
+    pub(super) consts: Option<&'a [Ident]>,
+    pub(super) params: &'a [Param],
+}
+
+/// A `grid = ..` or `key = [..]` expression as a postfix program
+/// (appended to `out`), each `t.shape(d)` also in `dims` with its span.
+pub(super) fn host_size(
+    e: &SynExpr,
+    names: &HostNames,
+    out: &mut Vec<SizeOp>,
+    dims: &mut Vec<(usize, usize, Span)>,
+) -> Result<()> {
+    let mut operation = |op: SizeOp, a: &SynExpr, b: &SynExpr, out: &mut Vec<SizeOp>| -> Result<()> {
+        host_size(a, names, out, dims)?;
+        host_size(b, names, out, dims)?;
+        out.push(op);
+        Ok(())
     };
     match e {
-        SynExpr::Lit(_) => Ok(HostExpr::Int(int_lit(e)?)),
-        SynExpr::Paren(p) => host_expr(&p.expr, consts, params),
+        SynExpr::Lit(_) => match u64::try_from(int_lit(e)?) {
+            Ok(n) => out.push(SizeOp::Int(n)),
+            Err(_) => bail!(e.span(), "sizes are not negative"),
+        },
+        SynExpr::Paren(p) => return host_size(&p.expr, names, out, dims),
         SynExpr::Path(p) => {
             let Some(name) = p.path.get_ident() else {
                 bail!(e.span(), "{HOST}");
             };
-            if let Some(i) = consts.iter().position(|c| c == name) {
-                return Ok(HostExpr::Const(i));
+            if let Some(consts) = names.consts {
+                if let Some(i) = consts.iter().position(|c| c == name) {
+                    out.push(SizeOp::Const(i));
+                    return Ok(());
+                }
+            } else if names.params.iter().all(|q| q.name != *name) {
+                bail!(
+                    e.span(),
+                    "the tuning key names sizes of the problem (`t.shape(d)`, integer scalars), not of a configuration: `{name}` is what the tuner chooses"
+                );
             }
-            match params.iter().position(|q| q.name == *name) {
-                Some(i) if matches!(params[i].kind, ParamKind::Scalar(DType::I32 | DType::U32)) => {
-                    Ok(HostExpr::Scalar(i))
+            match names.params.iter().position(|q| q.name == *name) {
+                Some(i) if matches!(names.params[i].kind, ParamKind::Scalar(DType::I32 | DType::U32)) => {
+                    out.push(SizeOp::Scalar(i))
                 }
                 Some(_) => bail!(
                     e.span(),
@@ -251,37 +276,35 @@ pub(super) fn host_expr(e: &SynExpr, consts: &[Ident], params: &[Param]) -> Resu
             }
         }
         SynExpr::Binary(b) => {
-            let o = match b.op {
-                syn::BinOp::Add(_) => HostOp::Add,
-                syn::BinOp::Sub(_) => HostOp::Sub,
-                syn::BinOp::Mul(_) => HostOp::Mul,
-                syn::BinOp::Div(_) => HostOp::Div,
+            let op = match b.op {
+                syn::BinOp::Add(_) => SizeOp::Add,
+                syn::BinOp::Sub(_) => SizeOp::Sub,
+                syn::BinOp::Mul(_) => SizeOp::Mul,
+                syn::BinOp::Div(_) => SizeOp::Div,
                 _ => bail!(b.op.span(), "{HOST}"),
             };
-            op(o, &b.left, &b.right)
+            operation(op, &b.left, &b.right, out)?;
         }
         SynExpr::Call(c) => {
             let name = match &*c.func {
                 SynExpr::Path(p) => p.path.get_ident().map(|i| i.to_string()),
                 _ => None,
             };
-            let o = match name.as_deref() {
-                Some("cdiv") => HostOp::Cdiv,
-                Some("max") => HostOp::Max,
-                Some("min") => HostOp::Min,
+            let op = match name.as_deref() {
+                Some("cdiv") => SizeOp::Cdiv,
+                Some("max") => SizeOp::Max,
+                Some("min") => SizeOp::Min,
                 _ => bail!(c.func.span(), "{HOST}"),
             };
             let [a, b] = c.args.iter().collect::<Vec<_>>()[..] else {
                 bail!(c.span(), "`{}` takes two sizes", name.unwrap_or_default());
             };
-            op(o, a, b)
+            operation(op, a, b, out)?;
         }
         SynExpr::MethodCall(m) if m.method == "shape" => {
             let tensor = match &*m.receiver {
                 SynExpr::Path(p) => p.path.get_ident().and_then(|n| {
-                    params
-                        .iter()
-                        .position(|q| q.name == *n && matches!(q.kind, ParamKind::Tensor { .. }))
+                    (names.params.iter()).position(|q| q.name == *n && matches!(q.kind, ParamKind::Tensor { .. }))
                 }),
                 _ => None,
             };
@@ -295,14 +318,12 @@ pub(super) fn host_expr(e: &SynExpr, consts: &[Ident], params: &[Param]) -> Resu
                 .ok()
                 .and_then(|a| usize::try_from(a).ok())
                 .ok_or_else(|| Error::new(axis.span(), "`.shape(d)` takes an integer axis"))?;
-            Ok(HostExpr::Dim {
-                param,
-                axis,
-                span: m.span(),
-            })
+            out.push(SizeOp::Dim { param, axis });
+            dims.push((param, axis, m.span()));
         }
         _ => bail!(e.span(), "{HOST}"),
     }
+    Ok(())
 }
 
 /// An integer literal that `ok` accepts; otherwise `message` at it.

@@ -10,7 +10,7 @@ use syn::Expr as SynExpr;
 use syn::spanned::Spanned;
 
 mod attr;
-use attr::{Attr, host_expr, parse_attr, resolve_config};
+use attr::{Attr, HostNames, host_size, parse_attr, resolve_config};
 
 /// Parses `#[tile::kernel(ATTR)]` and its `fn` item into a [`Kernel`].
 pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
@@ -172,26 +172,13 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
     }
 
     let const_names: Vec<Ident> = consts.iter().map(|c| c.name.clone()).collect();
-    let host = |e: &SynExpr| host_expr(e, &const_names, &params);
     let tuning = match (grid, key) {
         (None, None) => None,
         (None, Some(key)) => bail!(
             key.first().map_or(sig.ident.span(), |k| k.span()),
             "a tuning `key` goes with the `grid` the generated `run` launches: add `grid = ..`"
         ),
-        (Some(grid), key) => {
-            let axes: Vec<&SynExpr> = match &grid {
-                SynExpr::Tuple(t) => t.elems.iter().collect(),
-                other => vec![other],
-            };
-            if axes.len() > 3 {
-                bail!(grid.span(), "a grid has at most three axes: `grid = (x, y, z)`");
-            }
-            Some(Tuning {
-                key: key.unwrap_or_default().iter().map(host).collect::<Result<_>>()?,
-                grid: axes.into_iter().map(host).collect::<Result<_>>()?,
-            })
-        }
+        (Some(grid), key) => Some(tuning(&grid, &key.unwrap_or_default(), &const_names, &params)?),
     };
     let body = parse_block(&func.block)?;
     Ok(Kernel {
@@ -206,6 +193,44 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         num_stages,
         configs,
         tuning,
+    })
+}
+
+/// The tuning of `grid = ..` and `key = [..]`: one size per grid axis (at
+/// most three) and per key entry.
+fn tuning(grid: &SynExpr, key: &[SynExpr], consts: &[Ident], params: &[Param]) -> Result<Tuning> {
+    let axes: Vec<&SynExpr> = match grid {
+        SynExpr::Tuple(t) => t.elems.iter().collect(),
+        other => vec![other],
+    };
+    if axes.len() > 3 {
+        bail!(grid.span(), "a grid has at most three axes: `grid = (x, y, z)`");
+    }
+    let mut dims = Vec::new();
+    let mut sizes = |exprs: Vec<&SynExpr>, names: HostNames| -> Result<Vec<tile_spec::Size>> {
+        exprs
+            .into_iter()
+            .map(|e| {
+                let mut ops = Vec::new();
+                host_size(e, &names, &mut ops, &mut dims)?;
+                Ok(tile_spec::Size(ops.into()))
+            })
+            .collect()
+    };
+    let grid = sizes(
+        axes,
+        HostNames {
+            consts: Some(consts),
+            params,
+        },
+    )?;
+    let key = sizes(key.iter().collect(), HostNames { consts: None, params })?;
+    Ok(Tuning {
+        sizes: tile_spec::Tuning {
+            key: key.into(),
+            grid: grid.into(),
+        },
+        dims,
     })
 }
 
