@@ -21,6 +21,9 @@
 //! layout), against cuBLAS's NT product: tf32 on every shape, bf16 and f16
 //! on the LM head, which GPT-2 computes that way (its 50257-column output
 //! rows are not 16-byte aligned, but `x` and `w`'s are).
+//! Then the guide's kernel (docs/05-matmul.md: `relu(a @ b^T) * s` in
+//! bf16, as a user writes it) at 4096³, tuned by its generated `run`,
+//! against the library's `matmul::run` and cuBLAS, in turn (`guide`).
 //! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
 //! `--sm120-blocks` keeps the portable path to the variants whose blocks
 //! fit the 99 KiB of shared memory an sm_120 GPU gives one (no two teams
@@ -192,6 +195,75 @@ fn compare(
     );
 }
 
+/// The guide's kernel, verbatim (docs/05-matmul.md, "Reaching the
+/// library's speed"): `c = relu(a @ b^T) * s`.
+#[tile::kernel(
+    configs = [
+        (BM = 128, BN = 256, BK = 64),
+        (BM = 128, BN = 128, BK = 64),
+        (BM = 64, BN = 256, BK = 64),
+        (BM = 64, BN = 128, BK = 64),
+        (BM = 64, BN = 64, BK = 64),
+    ],
+    grid = cdiv(a.shape(0), BM) * cdiv(b.shape(0), BN),
+    key = [a.shape(0), a.shape(1), b.shape(0)],
+)]
+fn relu_matmul<const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<bf16>,
+    b: &Tensor<bf16>,
+    c: &mut Tensor<bf16>,
+    s: f32,
+) {
+    let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(0), BN), 8 * BN / BM);
+    let mut acc = zeros([BM, BN]);
+    for k in 0..cdiv(a.shape(1), BK) {
+        acc = mma(a.load([m, k], [BM, BK]), b.load([n, k], [BN, BK]).transpose(), acc);
+    }
+    c.store([m, n], (max(acc, 0.0) * s).cast::<bf16>());
+}
+
+/// The guide's kernel, the library's matmul and cuBLAS (`a @ b^T`) at
+/// bf16 4096³, each tuned first, then timed in turn.
+fn guide_case(s: &Stream, blas: &CudaBlas) {
+    let (m, k, n) = (4096, 4096, 4096);
+    if !selected(&format!("guide bf16 {m}x{k}x{n}")) {
+        return;
+    }
+    let a = random(s, &[m, k], 6, -1.0, 1.0, bf16::from_f32);
+    let b_nk = random(s, &[n, k], 7, -1.0, 1.0, bf16::from_f32);
+    let b_kn = random(s, &[k, n], 8, -1.0, 1.0, bf16::from_f32);
+    let c = std::cell::RefCell::new(s.zeros::<bf16>(&[m, n]).unwrap());
+    let guide = relu_matmul::run(s, &a, &b_nk, &mut c.borrow_mut(), 0.5).unwrap();
+    let library = matmul::run(s, &a, &b_kn, &mut c.borrow_mut()).unwrap();
+    let one = bf16::from_f32(1.0);
+    let ([ms_guide, ms_library, ms_blas], [to_guide, to_library]) = in_turn([
+        &mut || {
+            timed(s, || {
+                relu_matmul::run_with(s, guide, &a, &b_nk, &mut c.borrow_mut(), 0.5).unwrap()
+            })
+        },
+        &mut || {
+            timed(s, || {
+                matmul::matmul::run_with(s, library, &a, &b_kn, &mut c.borrow_mut()).unwrap()
+            })
+        },
+        &mut || {
+            timed(s, || {
+                cublas(blas, (&a, &b_nk, true), &mut c.borrow_mut(), one, bf16::from_f32(0.0))
+            })
+        },
+    ]);
+    let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / ms / 1e9;
+    println!(
+        "guide bf16 {m}x{k}x{n} relu_matmul {:>6.1} TFLOP/s ({guide})  library matmul {:>6.1} ({library})  cuBLAS {:>6.1}  guide/library {:.3}  guide/cuBLAS {:.3}",
+        tflops(ms_guide),
+        tflops(ms_library),
+        tflops(ms_blas),
+        to_guide / to_library,
+        to_guide,
+    );
+}
+
 fn main() {
     // Tune afresh, as a program's first call does, not from the choices
     // of an earlier run. SAFETY: set before anything reads it, while this
@@ -230,6 +302,7 @@ fn main() {
     let lm_head = (8192, 768, 50257);
     linear_case::<bf16>(&s, &blas, "bf16", lm_head, bf16::from_f32);
     linear_case::<f16>(&s, &blas, "f16", lm_head, f16::from_f32);
+    guide_case(&s, &blas);
     std::fs::remove_dir_all(&cache).ok();
 }
 
