@@ -26,8 +26,8 @@
 //! against the library's `matmul::run` and cuBLAS, in turn (`guide`).
 //! Arguments filter the cases: `matmul "bf16 4096x"` runs only those.
 //! `--sm120-blocks` keeps the portable path to the variants whose blocks
-//! fit the 99 KiB of shared memory an sm_120 GPU gives one (no two teams
-//! per block), for comparing the two on one GPU.
+//! fit the 99 KiB of shared memory an sm_120 GPU gives one (no persistent
+//! blocks of two tiles), for comparing the two on one GPU.
 //! `--sustained` runs each kernel alone for [`SETTLE`] before timing it:
 //! the large products draw the GPU to its power limit, where its clocks
 //! settle to what that kernel's power allows; without it, the figures are

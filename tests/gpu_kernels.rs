@@ -491,7 +491,7 @@ fn matmul_on_tensor_cores_matches_cpu_reference() {
 /// while truncating one operand gives 4.6e-4 and both 7.7e-4 (H100,
 /// `bench-results/2026-11-24-h100-cublas-tf32-rounding.txt`). Every
 /// variant, `a @ b` and `x @ w^T`, on both paths, on shapes where blocks
-/// run in pairs over K-loops of 3 to 32 steps.
+/// run in 2-CTA clusters over K-loops of 3 to 32 steps.
 #[test]
 fn tf32_products_round_their_operands_like_cublas() {
     let Some((d, s)) = gpu("tf32_products_round_their_operands_like_cublas") else {
@@ -538,7 +538,7 @@ fn tf32_products_round_their_operands_like_cublas() {
 
 /// More tiles than the GPU holds blocks at once, so that each block of a
 /// persistent grid (the warp-specialized `wgmma` variants, and the portable
-/// ones with two teams per block) computes several, with its pipeline
+/// ones with two tiles per persistent block) computes several, with its pipeline
 /// running on from one tile into the next.
 #[test]
 fn persistent_blocks_cover_every_tile() {
@@ -560,7 +560,7 @@ fn persistent_blocks_cover_every_tile() {
     // teams per block, where a block may have their shared memory.
     if d.block_shared_bytes() > 2 * SM120_BLOCK_SHARED_BYTES {
         let launched = d.launched_variants();
-        for entry in ["matmul_bf16_64_64_64_v_twins", "matmul_bf16_64_64_64_v"] {
+        for entry in ["matmul_bf16_64_64_64_v_persistent", "matmul_bf16_64_64_64_v"] {
             assert!(launched.contains(&entry), "{entry} not among {launched:?}");
         }
     }
@@ -582,7 +582,7 @@ fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
     // 64x64 tiles, one two-team block per SM: 1 round, then 4096 tiles
     // (over 8 rounds on up to 256 SMs).
     for (m, n, k, entry) in [
-        (1024, 1000, 24, "matmul_bf16_64_64_64_v_twins"),
+        (1024, 1000, 24, "matmul_bf16_64_64_64_v_persistent"),
         (4096, 4096, 16, "matmul_bf16_64_64_64_v"),
     ] {
         let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
@@ -785,7 +785,7 @@ fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
     // teams of one block; the f32 tile's eight warps fill an SM alone.
     let mut expected = vec![
         "linear_bf16_128_128_64_vs",
-        "linear_bf16_128_128_64_vs_twins",
+        "linear_bf16_128_128_64_vs_persistent",
         "linear_f32_128_128_32_vs",
     ];
     if d.target() == tile::Target::Sm90a {

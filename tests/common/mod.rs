@@ -223,7 +223,7 @@ pub fn attention_ref(qkv: &[f64], batch: usize, t: usize, c: usize, heads: usize
 pub use tile::testing::SM120_BLOCK_SHARED_BYTES;
 
 /// Runs `f` on each path a GPU may launch: the architecture-specific
-/// variants (`wgmma` on Hopper), the portable ones (two teams per block
+/// variants (`wgmma` on Hopper), the portable ones (two tiles per persistent block
 /// where a block may have their shared memory), and the portable ones an
 /// sm_120 GPU runs, within its 99 KiB per block.
 pub fn on_every_path(device: &tile::Device, mut f: impl FnMut()) {

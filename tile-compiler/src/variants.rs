@@ -7,11 +7,11 @@
 //!   then for an `mma` kernel whose pipelines copy only some tensors only
 //!   those (`vs`), then none (`s`): each serves arguments the one before
 //!   cannot (an LM head's output rows are not 16-byte aligned). Each of
-//!   them also as a persistent kernel of two tiles per block (`_twins`)
+//!   them also as a persistent kernel of two tiles per block (`_persistent`)
 //!   where two of its blocks would share an SM;
 //! - on sm_90a, `wgmma` with TMA (`wgmma`, `wgmma_s`), warp-specialized
 //!   where the plan allows, and for f32 operands in 2-CTA clusters with
-//!   TMA multicast (`_pairs`), which the launch asks for.
+//!   TMA multicast (`_cluster`), which the launch asks for.
 //!
 //! The runtime picks among them at launch (`tile-runtime`'s selection).
 
@@ -110,7 +110,7 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
         });
         if persistent.persistent.is_some() {
             out.push(VariantPlan {
-                kind: format!("{kind}_twins"),
+                kind: format!("{kind}_persistent"),
                 target: None,
                 laid_out,
                 plan: persistent,
@@ -178,7 +178,7 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
                 planned.filter(|(_, p)| p.specialization.as_ref().is_some_and(|s| s.clustered))
             {
                 out.push(VariantPlan {
-                    kind: format!("{kind}_pairs"),
+                    kind: format!("{kind}_cluster"),
                     target: sm90a,
                     laid_out,
                     plan,

@@ -235,7 +235,7 @@ fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
             .find(|v| v.target.is_none() && v.entry.ends_with(suffix))
             .unwrap_or_else(|| panic!("no variant {suffix}"))
     };
-    let (plain, v) = (variant("_v"), variant("_v_twins"));
+    let (plain, v) = (variant("_v"), variant("_v_persistent"));
     assert_eq!((plain.threads, plain.persistent), (128, false));
     assert!(plain.ptx.contains("bar.sync 0;"));
     assert_eq!(
@@ -287,7 +287,7 @@ fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
                 .all(|l| l.ends_with(", 128;") && !l.starts_with("bar.sync 0"))
     );
     // 128x256x64 takes eight warps whose registers fill an SM: one block
-    // per SM, no two-team variant.
+    // per SM, no persistent two-tile variant.
     let big = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
     assert!(big.variants.iter().all(|v| !v.entry.contains("twins")));
 }
@@ -465,14 +465,14 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
         .filter(|v| v.target.is_some())
         .map(|v| (&*v.entry, v.cluster))
         .collect();
-    // Each `wgmma` variant, and the same in pairs, which a launch asks for.
+    // Each `wgmma` variant, and the same in 2-CTA clusters, which a launch asks for.
     assert_eq!(
         entries,
         [
             ("matmul_128_256_32_wgmma", 1),
             ("matmul_128_256_32_wgmma_s", 1),
-            ("matmul_128_256_32_wgmma_pairs", 2),
-            ("matmul_128_256_32_wgmma_s_pairs", 2)
+            ("matmul_128_256_32_wgmma_cluster", 2),
+            ("matmul_128_256_32_wgmma_s_cluster", 2)
         ]
     );
     let w = k.variants.iter().find(|v| v.cluster > 1).expect("paired variant");
@@ -825,7 +825,7 @@ fn num_stages_sets_the_pipeline_depth() {
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
         // Two stages leave room for a second block on an SM, so for a
         // variant that runs two as the teams of one block; five do not.
-        let twins = k.variants.iter().find(|v| v.entry.ends_with("_v_twins"));
+        let twins = k.variants.iter().find(|v| v.entry.ends_with("_v_persistent"));
         assert_eq!(
             twins.map(|t| t.dynamic_shared_bytes),
             (stages == 2).then_some(2 * stages * stage)

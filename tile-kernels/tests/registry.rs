@@ -43,7 +43,7 @@ fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
     let mut twins = 0;
     for k in library_kernels() {
         for v in k.variants.iter().filter(|v| v.target.is_none()) {
-            let Some(plain) = v.entry.strip_suffix("_twins") else {
+            let Some(plain) = v.entry.strip_suffix("_persistent") else {
                 assert!(
                     v.block_shared_bytes() <= SM120_BLOCK_SHARED_BYTES,
                     "{} takes {} bytes of shared memory",
@@ -61,5 +61,5 @@ fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
             assert_eq!((v.threads, v.persistent), (2 * plain.threads, true));
         }
     }
-    assert!(twins > 0, "no two-team variants");
+    assert!(twins > 0, "no persistent two-tile variants");
 }

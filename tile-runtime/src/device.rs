@@ -167,11 +167,11 @@ impl Device {
     }
 
     /// Where a launch on this device runs (see [`Site`]), with or without
-    /// blocks in pairs.
-    pub(crate) fn site(&self, pairs: bool) -> Site {
+    /// blocks in 2-CTA clusters.
+    pub(crate) fn site(&self, clusters: bool) -> Site {
         Site {
             target: self.target(),
-            pairs,
+            clusters,
             block_shared_bytes: self.block_shared_bytes(),
         }
     }

@@ -6,19 +6,19 @@ pub struct Grid {
     pub x: u32,
     pub y: u32,
     pub z: u32,
-    /// Whether the launch takes a variant whose blocks run in pairs that
-    /// share operand tiles, where the kernel has one ([`Grid::in_pairs`]).
-    pub pairs: bool,
+    /// Whether the launch takes a variant whose blocks run in 2-CTA clusters that
+    /// share operand tiles, where the kernel has one ([`Grid::in_clusters`]).
+    pub clusters: bool,
 }
 
 impl Grid {
-    /// The same grid, its blocks run in pairs (clusters of two) that share
+    /// The same grid, its blocks run in 2-CTA clusters (clusters of two) that share
     /// the operand tiles both load, where the kernel has such a variant:
     /// the sm_90a `wgmma` variants with f32 (tf32) operands. Whether that
     /// is faster depends on the problem (`tile_kernels::matmul` lets
     /// `tile::autotune` decide); elsewhere it changes nothing.
-    pub fn in_pairs(self) -> Grid {
-        Grid { pairs: true, ..self }
+    pub fn in_clusters(self) -> Grid {
+        Grid { clusters: true, ..self }
     }
 }
 
@@ -28,7 +28,7 @@ impl From<u32> for Grid {
             x,
             y: 1,
             z: 1,
-            pairs: false,
+            clusters: false,
         }
     }
 }
@@ -39,19 +39,29 @@ impl From<(u32, u32)> for Grid {
             x,
             y,
             z: 1,
-            pairs: false,
+            clusters: false,
         }
     }
 }
 
 impl From<(u32, u32, u32)> for Grid {
     fn from((x, y, z): (u32, u32, u32)) -> Grid {
-        Grid { x, y, z, pairs: false }
+        Grid {
+            x,
+            y,
+            z,
+            clusters: false,
+        }
     }
 }
 
 impl From<[u32; 3]> for Grid {
     fn from([x, y, z]: [u32; 3]) -> Grid {
-        Grid { x, y, z, pairs: false }
+        Grid {
+            x,
+            y,
+            z,
+            clusters: false,
+        }
     }
 }

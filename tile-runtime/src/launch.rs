@@ -75,7 +75,7 @@ enum Raw {
 /// the copies it asks for and encodes the tensor maps of its variant
 /// (selecting again without them when there is no memory for the copies
 /// or the driver refuses a map), loads the function, lets [`for_grid`]
-/// settle two teams against plain blocks, and launches.
+/// settle persistent two-tile blocks against plain ones, and launches.
 pub(crate) fn launch(
     kernel: &'static KernelSpec,
     types: &[crate::DType],
@@ -145,7 +145,7 @@ pub(crate) fn launch(
             .collect(),
         maps_encode: true,
     };
-    let site = stream.device().site(grid.pairs);
+    let site = stream.device().site(grid.clusters);
     // Each failure below turns a fact off, so this settles within three rounds.
     let (variant, passed, maps, scratch) = loop {
         let selection = select(kernel, types, consts, &facts, site)?;

@@ -11,21 +11,21 @@
 //! `maps_encode: false`); each turns a fact off, so selection settles
 //! within three calls. Once the function is loaded, the launcher knows
 //! how many of its blocks the GPU holds at once, and [`for_grid`], the
-//! second step, may swap a two-team variant for its plain one.
+//! second step, may swap a persistent two-tile variant for its plain one.
 
 use crate::spec::KernelSpec;
 use crate::{Error, Grid, Result};
 use tile_spec::{DType, Target, Variant};
 
 /// What a launch may run: the device's target, whether the grid asks for
-/// blocks in pairs (see [`Grid::in_pairs`]), and the shared memory the
+/// blocks in 2-CTA clusters (see [`Grid::in_clusters`]), and the shared memory the
 /// device gives one block (a variant that needs more is passed over).
 #[derive(Clone, Copy, Debug)]
 pub struct Site {
     /// The PTX target whose variants the device runs (see `Device::target`).
     pub target: Target,
-    /// Whether the grid asks for blocks in pairs.
-    pub pairs: bool,
+    /// Whether the grid asks for blocks in 2-CTA clusters.
+    pub clusters: bool,
     /// Shared memory one block may have, static and dynamic.
     pub block_shared_bytes: usize,
 }
@@ -36,7 +36,7 @@ impl Site {
     pub fn anywhere() -> Site {
         Site {
             target: Target::Sm90,
-            pairs: false,
+            clusters: false,
             block_shared_bytes: usize::MAX,
         }
     }
@@ -93,13 +93,13 @@ pub struct Selection {
 /// The variant to launch for these type and const values, with the
 /// operands to copy first.
 ///
-/// Of the variants `site` can run (paired ones only where it asks for
-/// pairs, none needing more shared memory than a block gets there, none
+/// Of the variants `site` can run (clustered ones only where it asks for
+/// clusters, none needing more shared memory than a block gets there, none
 /// with tensor maps unless they encode), those made for the site's target
 /// come first (sm_90a: `wgmma` + TMA), else the portable ones; of those,
 /// the one with the most tensors accessed with vectors among those the
-/// arguments allow (`facts.aligned`), then a paired one, then a persistent
-/// one (portable: two teams per block). When copying some `copyable`
+/// arguments allow (`facts.aligned`), then a clustered one, then a persistent
+/// one (portable: two tiles per persistent block). When copying some `copyable`
 /// operands lets a variant made for the target read more tensors with
 /// vectors than that one, the one reading the most that way, and those
 /// operands to copy.
@@ -135,8 +135,8 @@ pub fn select(kernel: &KernelSpec, types: &[DType], consts: &[i64], facts: &ArgF
     })
 }
 
-/// The most rounds of tiles (each block's two teams taking one tile each)
-/// a grid may need for two teams per block to run. H100, bf16: faster at
+/// The most rounds of tiles (each persistent block's two halves taking one tile each)
+/// a grid may need for two tiles per persistent block to run. H100, bf16: faster at
 /// 1.45 to 4.4 rounds; within 2% of plain blocks from 6 to 62 rounds with
 /// K = 768; 7% slower on the LM head as `x @ w^T` (95 rounds, a weight
 /// matrix larger than L2) (BENCHMARKS.md).
@@ -144,10 +144,10 @@ const MAX_TWO_TEAM_ROUNDS: u64 = 8;
 
 /// The second step, once `variant` (chosen by [`select`]) is loaded and
 /// the launcher knows how many of its blocks the GPU holds at once
-/// (`resident_blocks`): a portable variant that runs two teams per block
+/// (`resident_blocks`): a portable variant that runs two tiles per persistent block
 /// gains where the last round of tiles is a large part of the work, so on
 /// a grid of more than `MAX_TWO_TEAM_ROUNDS` (8) rounds the plain variant it
-/// was made from (same types, consts and vector accesses, one team per
+/// was made from (same types, consts and vector accesses, one tile per
 /// block) runs instead. Any other variant stays.
 pub fn for_grid(kernel: &KernelSpec, variant: &'static Variant, grid: Grid, resident_blocks: u32) -> &'static Variant {
     if variant.target.is_some() || !variant.persistent {
@@ -178,7 +178,7 @@ struct Specialization<'a> {
 
 impl Specialization<'_> {
     /// The variants made for `target` (`None`: portable) that `site` can
-    /// run with these facts: paired ones only where it asks for pairs,
+    /// run with these facts: clustered ones only where it asks for clusters,
     /// none that needs more shared memory than a block gets there, none
     /// with tensor maps that do not encode.
     fn runnable(&self, target: Option<Target>, facts: &ArgFacts, site: Site) -> impl Iterator<Item = &'static Variant> {
@@ -187,7 +187,7 @@ impl Specialization<'_> {
             .variants
             .iter()
             .filter(move |v| *v.types == *self.types && *v.consts == *self.consts && v.target == target)
-            .filter(move |v| v.cluster == 1 || site.pairs)
+            .filter(move |v| v.cluster == 1 || site.clusters)
             .filter(move |v| v.block_shared_bytes() <= site.block_shared_bytes)
             .filter(move |v| maps_encode || v.tensor_maps.is_empty())
     }
@@ -226,7 +226,7 @@ impl Specialization<'_> {
 }
 
 /// How [`select`] orders variants that can run: the most tensors accessed
-/// with vectors, then blocks in pairs, then persistent.
+/// with vectors, then blocks in 2-CTA clusters, then persistent.
 fn rank(v: &Variant) -> (usize, u32, bool) {
     (v.vectorized.len(), v.cluster, v.persistent)
 }
@@ -237,13 +237,13 @@ mod tests {
     use crate::ParamSpec;
     use std::borrow::Cow;
 
-    /// A bf16 variant of a matmul whose blocks run `teams` teams (two:
+    /// A bf16 variant of a matmul whose blocks run `tiles` tiles (two:
     /// persistent) that need `kib` KiB of shared memory each.
     const fn spec(
         entry: &'static str,
         vectorized: &'static [usize],
         (target, cluster): (Option<Target>, u32),
-        (teams, kib): (u32, usize),
+        (tiles, kib): (u32, usize),
     ) -> Variant {
         // The `wgmma` variants read the operands (parameters 0 and 1) by
         // TMA, through tensor maps.
@@ -256,13 +256,13 @@ mod tests {
             consts: Cow::Borrowed(&[]),
             vectorized: Cow::Borrowed(vectorized),
             entry: Cow::Borrowed(entry),
-            threads: teams * 128,
+            threads: tiles * 128,
             shared_bytes: 0,
-            dynamic_shared_bytes: teams as usize * kib * 1024,
+            dynamic_shared_bytes: tiles as usize * kib * 1024,
             target,
             tensor_maps: Cow::Borrowed(tensor_maps),
             tma_only: Cow::Borrowed(tma_only),
-            persistent: teams == 2,
+            persistent: tiles == 2,
             cluster,
             ptx: Cow::Borrowed(""),
         }
@@ -282,10 +282,10 @@ mod tests {
     }
 
     const fn variant(entry: &'static str, vectorized: &'static [usize], target: Option<Target>) -> Variant {
-        paired(entry, vectorized, target, 1)
+        clustered(entry, vectorized, target, 1)
     }
 
-    const fn paired(
+    const fn clustered(
         entry: &'static str,
         vectorized: &'static [usize],
         target: Option<Target>,
@@ -295,11 +295,11 @@ mod tests {
     }
 
     /// A portable variant whose blocks need `kib` KiB of shared memory,
-    /// and with `twins` one running two of them as the teams of one
+    /// and with `persistent` one running two of them as the halves of one
     /// persistent block.
-    const fn portable(entry: &'static str, vectorized: &'static [usize], kib: usize, twins: bool) -> Variant {
-        let teams = if twins { 2 } else { 1 };
-        spec(entry, vectorized, (None, 1), (teams, kib))
+    const fn portable(entry: &'static str, vectorized: &'static [usize], kib: usize, persistent: bool) -> Variant {
+        let tiles = if persistent { 2 } else { 1 };
+        spec(entry, vectorized, (None, 1), (tiles, kib))
     }
 
     static MATMUL: KernelSpec = KernelSpec {
@@ -337,9 +337,9 @@ mod tests {
             portable("s", &[], 64, false),
             variant("wgmma", &[0, 1, 3], Some(Target::Sm90a)),
             variant("wgmma_s", &[0, 1], Some(Target::Sm90a)),
-            paired("wgmma_pairs", &[0, 1, 3], Some(Target::Sm90a), 2),
-            portable("v_twins", &[0, 1, 3], 96, true),
-            portable("s_twins", &[], 64, true),
+            clustered("wgmma_cluster", &[0, 1, 3], Some(Target::Sm90a), 2),
+            portable("v_persistent", &[0, 1, 3], 96, true),
+            portable("s_persistent", &[], 64, true),
         ],
         // Selection never runs the CPU version.
         cpu: |_, _, _, _| Ok(()),
@@ -347,10 +347,10 @@ mod tests {
     };
 
     /// A Hopper's site: 227 KiB of shared memory per block.
-    fn site(target: Target, pairs: bool) -> Site {
+    fn site(target: Target, clusters: bool) -> Site {
         Site {
             target,
-            pairs,
+            clusters,
             block_shared_bytes: 227 * 1024,
         }
     }
@@ -364,8 +364,8 @@ mod tests {
         chosen_at(aligned, site(target, false))
     }
 
-    fn chosen_in(aligned: [bool; 4], (target, pairs): (Target, bool)) -> &'static str {
-        chosen_at(aligned, site(target, pairs))
+    fn chosen_in(aligned: [bool; 4], (target, clusters): (Target, bool)) -> &'static str {
+        chosen_at(aligned, site(target, clusters))
     }
 
     fn chosen_at(aligned: [bool; 4], site: Site) -> &'static str {
@@ -420,17 +420,17 @@ mod tests {
         let at = site(Target::Sm90a, false);
         assert_eq!(selected(&facts, at).unwrap(), ("wgmma_s", vec![1]));
         facts.copyable = vec![false; 4];
-        assert_eq!(selected(&facts, at).unwrap(), ("s_twins", vec![]));
+        assert_eq!(selected(&facts, at).unwrap(), ("s_persistent", vec![]));
         let aligned = ArgFacts::aligned(&[true, true, false, true]);
         assert_eq!(selected(&aligned, at).unwrap(), ("wgmma", vec![]));
         let refused = ArgFacts {
             maps_encode: false,
             ..aligned
         };
-        assert_eq!(selected(&refused, at).unwrap(), ("v_twins", vec![]));
+        assert_eq!(selected(&refused, at).unwrap(), ("v_persistent", vec![]));
         assert_eq!(
             selected(&refused, site(Target::Sm90a, true)).unwrap(),
-            ("v_twins", vec![])
+            ("v_persistent", vec![])
         );
     }
 
@@ -459,11 +459,11 @@ mod tests {
     }
 
     #[test]
-    fn two_teams_per_block_run_where_a_block_may_have_their_shared_memory() {
+    fn persistent_blocks_of_two_tiles_run_where_a_block_may_have_their_shared_memory() {
         let all = [true, true, false, true];
-        assert_eq!(chosen(all, Target::Sm90), "v_twins");
-        assert_eq!(chosen([false, false, false, false], Target::Sm90), "s_twins");
-        // No two-team variant for these arguments: the plain one.
+        assert_eq!(chosen(all, Target::Sm90), "v_persistent");
+        assert_eq!(chosen([false, false, false, false], Target::Sm90), "s_persistent");
+        // No persistent two-tile variant for these arguments: the plain one.
         assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
         // sm_120 gives a block 99 KiB: the plain variants, which fit.
         let sm120 = Site {
@@ -485,35 +485,35 @@ mod tests {
         assert!(select(&MATMUL, &[DType::BF16], &[], &ArgFacts::aligned(&all), none).is_err());
         assert_eq!(
             MATMUL.describe(&MATMUL.variants[6]),
-            "matmul[T=bf16, vectorized, two teams]"
+            "matmul[T=bf16, vectorized, persistent]"
         );
     }
 
     #[test]
-    fn grids_of_more_than_eight_rounds_run_the_plain_variant_of_two_teams() {
+    fn grids_of_more_than_eight_rounds_run_the_plain_variant_of_a_persistent_one() {
         let v = &MATMUL.variants;
         let entry = |variant, blocks: u32, resident| &*for_grid(&MATMUL, variant, Grid::from(blocks), resident).entry;
-        // 132 blocks fit at once: a round is 264 tiles of two teams.
-        assert_eq!(entry(&v[6], 8 * 264, 132), "v_twins");
+        // 132 blocks fit at once: a round is 264 tiles, two per block.
+        assert_eq!(entry(&v[6], 8 * 264, 132), "v_persistent");
         assert_eq!(entry(&v[6], 8 * 264 + 1, 132), "v");
         assert_eq!(entry(&v[7], 10_000, 132), "s");
-        // Variants that do not run two teams stay, whatever the grid.
+        // Variants that are not persistent portable ones stay, whatever the grid.
         assert_eq!(entry(&v[0], 10_000, 132), "v");
         assert_eq!(entry(&v[3], 10_000, 132), "wgmma");
-        assert_eq!(entry(&v[5], 10_000, 132), "wgmma_pairs");
+        assert_eq!(entry(&v[5], 10_000, 132), "wgmma_cluster");
     }
 
     #[test]
-    fn a_launch_in_pairs_takes_the_paired_variant_where_there_is_one() {
+    fn a_launch_in_clusters_takes_the_clustered_variant_where_there_is_one() {
         let all = [true, true, false, true];
-        assert_eq!(chosen_in(all, (Target::Sm90a, true)), "wgmma_pairs");
+        assert_eq!(chosen_in(all, (Target::Sm90a, true)), "wgmma_cluster");
         assert_eq!(chosen_in(all, (Target::Sm90a, false)), "wgmma");
-        // None with the arguments' alignment: the unpaired one that allows it.
+        // None with the arguments' alignment: the unclustered one that allows it.
         assert_eq!(chosen_in([true, true, false, false], (Target::Sm90a, true)), "wgmma_s");
-        assert_eq!(chosen_in(all, (Target::Sm90, true)), "v_twins");
+        assert_eq!(chosen_in(all, (Target::Sm90, true)), "v_persistent");
         assert_eq!(
             MATMUL.describe(&MATMUL.variants[5]),
-            "matmul[T=bf16, vectorized, sm_90a, in pairs]"
+            "matmul[T=bf16, vectorized, sm_90a, in 2-CTA clusters]"
         );
     }
 
@@ -522,12 +522,12 @@ mod tests {
         assert_eq!(chosen([true, true, false, true], Target::Sm90a), "wgmma");
         // An output with rows that are not 16-byte aligned: TMA still copies the operands.
         assert_eq!(chosen([true, true, false, false], Target::Sm90a), "wgmma_s");
-        assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s_twins");
-        assert_eq!(chosen([true, true, false, true], Target::Sm90), "v_twins");
+        assert_eq!(chosen([false, true, false, true], Target::Sm90a), "s_persistent");
+        assert_eq!(chosen([true, true, false, true], Target::Sm90), "v_persistent");
         assert_eq!(chosen([true, true, false, false], Target::Sm90), "vs");
-        assert_eq!(chosen([true, false, false, true], Target::Sm90), "s_twins");
+        assert_eq!(chosen([true, false, false, true], Target::Sm90), "s_persistent");
         // Anywhere (the arguments alone): the portable variants.
-        assert_eq!(chosen_at([true, true, false, true], Site::anywhere()), "v_twins");
+        assert_eq!(chosen_at([true, true, false, true], Site::anywhere()), "v_persistent");
         let v = &MATMUL.variants;
         assert_eq!(MATMUL.describe(&v[0]), "matmul[T=bf16, vectorized]");
         assert_eq!(MATMUL.describe(&v[1]), "matmul[T=bf16, vectorized a b]");

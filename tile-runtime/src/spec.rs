@@ -85,14 +85,14 @@ impl KernelSpec {
             clusters: false,
         });
         let in_clusters = (built.iter())
-            .filter(|c| clusters && self.pairs_blocks(types, c))
+            .filter(|c| clusters && self.has_clusters(types, c))
             .map(|&consts| crate::Tuned { consts, clusters: true });
         plain.chain(in_clusters).collect()
     }
 
-    /// Whether the specialization has a variant whose blocks run in pairs
-    /// (see [`crate::Grid::in_pairs`]).
-    pub fn pairs_blocks(&self, types: &[DType], consts: &[i64]) -> bool {
+    /// Whether the specialization has a variant whose blocks run in 2-CTA clusters
+    /// (see [`crate::Grid::in_clusters`]).
+    pub fn has_clusters(&self, types: &[DType], consts: &[i64]) -> bool {
         self.variants
             .iter()
             .any(|v| v.types == types && v.consts == consts && v.cluster > 1)
@@ -135,10 +135,10 @@ impl KernelSpec {
             parts.push(t.name().to_string());
         }
         if v.cluster > 1 {
-            parts.push("in pairs".to_string());
+            parts.push("in 2-CTA clusters".to_string());
         }
         if v.persistent && v.target.is_none() {
-            parts.push("two teams".to_string());
+            parts.push("persistent".to_string());
         }
         format!("{}[{}]", self.name, parts.join(", "))
     }

@@ -88,13 +88,13 @@ fn grid<O: TensorView + ?Sized>(kernel: &KernelSpec, args: &[Arg<'_, O>], c: Tun
         })?;
     }
     let grid = Grid::from(axes);
-    Ok(if c.clusters { grid.in_pairs() } else { grid })
+    Ok(if c.clusters { grid.in_clusters() } else { grid })
 }
 
 /// Of `candidates` with their grids' block counts, the one with the most
 /// blocks (the first declared of those) when even it fills less than one
 /// wave of `multiprocessors` SMs: the choice, untimed. Candidates in
-/// clusters are not counted (they launch the same blocks in pairs).
+/// clusters are not counted (they launch the same blocks in 2-CTA clusters).
 fn under_one_wave(candidates: &[(Tuned, u64)], multiprocessors: u64) -> Option<Tuned> {
     let mut widest: Option<(Tuned, u64)> = None;
     for &(c, n) in candidates.iter().filter(|(c, _)| !c.clusters) {

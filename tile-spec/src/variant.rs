@@ -66,7 +66,7 @@ pub struct Variant {
     /// rows that are.
     pub tma_only: Cow<'static, [usize]>,
     /// Launched on a persistent grid (warp-specialized on sm_90a; portable:
-    /// two teams per block): the launcher starts at most as many blocks
+    /// two tiles per persistent block): the launcher starts at most as many blocks
     /// along x as fit on the GPU at once and passes the requested count
     /// last; each block loops over its share.
     pub persistent: bool,

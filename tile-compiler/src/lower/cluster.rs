@@ -13,7 +13,7 @@
 //! each copies whole. A tile's halves are its panels (128-byte columns of
 //! the swizzle), or the halves of its rows when it has one panel.
 //!
-//! Such variants are built beside the others (entries ending in `_pairs`),
+//! Such variants are built beside the others (entries ending in `_cluster`),
 //! and a launch takes one when its grid asks for clusters: they gain on
 //! some problems (an LM head, short K-loops) and lose on others (squares),
 //! so the caller's tuner chooses.

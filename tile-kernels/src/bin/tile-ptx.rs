@@ -4,7 +4,7 @@
 //! Files are named `<kernel>.<variant>.<target>.ptx`, where the variant is
 //! the specialization's types and const values and `v` (16-byte vector
 //! accesses) or `s` (scalar accesses), e.g. `softmax.f32_1024_v.sm_90.ptx`,
-//! with `_twins` for an `mma` kernel's two teams per block, or `wgmma`
+//! with `_persistent` for an `mma` kernel's two tiles per persistent block, or `wgmma`
 //! (Hopper's warpgroup tensor cores), written for sm_90a alone.
 
 use clap::Parser;
