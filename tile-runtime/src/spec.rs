@@ -35,7 +35,8 @@ impl ParamSpec {
 pub struct KernelSpec {
     /// The kernel's function name.
     pub name: &'static str,
-    /// The Rust module path the kernel was declared in.
+    /// The Rust module path of the kernel's generated module: the
+    /// declaring module's path, then the kernel's name.
     pub module_path: &'static str,
     /// The parameters, in declaration order.
     pub params: &'static [ParamSpec],

@@ -2,7 +2,8 @@
 //! in `#[tile::kernel]`): its candidates are the configurations built for
 //! the arguments' element types (and on sm_90a, those with 2-CTA cluster
 //! variants once more, in clusters); the key's sizes, each rounded to its
-//! size class, name the problem class; the [`autotune`](crate::autotune)
+//! size class, name the problem class (the tuning key: the kernel's module
+//! path, the element types and those classes); the [`autotune`](crate::autotune)
 //! tuner times the candidates on the first problem of a class and reuses
 //! the choice. The grid of each candidate is computed from the arguments'
 //! shapes and its const values.
@@ -14,6 +15,8 @@
 //! microseconds tells them apart by noise only.)
 
 use crate::autotune::{size_class, tune};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use crate::backend::{Arg, Backend, TensorView};
 use crate::spec::KernelSpec;
 use crate::{Error, Grid, Result};
@@ -119,6 +122,19 @@ pub fn run_config<B: Backend>(
     on.launch_kernel(kernel, types, config.consts, g, args)
 }
 
+/// A problem class on one device: the kernel (its address), the element
+/// types, the key's size classes, the device (its address) and the target
+/// its variants are for.
+type Class = (usize, Vec<DType>, Vec<usize>, usize, Target);
+
+/// The configuration chosen for each problem class in this process: after
+/// the first launch of a class, a tuned launch costs the key's evaluation
+/// and a lookup (the GPT's layers are launches of a few microseconds).
+fn chosen() -> &'static Mutex<HashMap<Class, Tuned>> {
+    static CHOSEN: OnceLock<Mutex<HashMap<Class, Tuned>>> = OnceLock::new();
+    CHOSEN.get_or_init(Default::default)
+}
+
 /// Runs `kernel` (element types `types`) on `args` with the configuration
 /// its tuning picks for this problem class on `on`, and returns it. What a
 /// generated `run` calls.
@@ -131,7 +147,19 @@ pub fn run_tuned<B: Backend>(
     let tuning = kernel.tuning.as_ref().expect("`run` is generated for tuned kernels");
     let mut classes = Vec::new();
     for s in tuning.key.iter() {
-        classes.push(size_class(size(kernel, "key", s, (args, &[]))? as usize).to_string());
+        classes.push(size_class(size(kernel, "key", s, (args, &[]))? as usize));
+    }
+    let class = on.stream().map(|s| {
+        let device = s.device();
+        let at = std::sync::Arc::as_ptr(device) as usize;
+        (kernel as *const KernelSpec as usize, types.to_vec(), classes.clone(), at, device.target())
+    });
+    let known = class
+        .as_ref()
+        .and_then(|c| chosen().lock().expect("tuning choices").get(c).copied());
+    if let Some(c) = known {
+        run_config(on, kernel, types, c, args)?;
+        return Ok(c);
     }
     let clusters = on.stream().is_some_and(|s| s.device().target() == Target::Sm90a);
     let mut candidates = kernel.candidates(types, clusters);
@@ -152,14 +180,13 @@ pub fn run_tuned<B: Backend>(
         }
     }
     let types_named: Vec<&str> = types.iter().map(|d| d.name()).collect();
-    let key = format!(
-        "{}::{}|{}|{}",
-        kernel.module_path,
-        kernel.name,
-        types_named.join(","),
-        classes.join("x")
-    );
-    tune(on, &key, &candidates, |c| run_config(on, kernel, types, c, args))
+    let classes: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
+    let key = format!("{}|{}|{}", kernel.module_path, types_named.join(","), classes.join("x"));
+    let choice = tune(on, &key, &candidates, |c| run_config(on, kernel, types, c, args))?;
+    if let Some(class) = class {
+        chosen().lock().expect("tuning choices").insert(class, choice);
+    }
+    Ok(choice)
 }
 
 #[cfg(test)]

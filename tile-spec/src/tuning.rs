@@ -51,6 +51,8 @@ pub enum SizeError {
     Argument(SizeOp),
     /// A subtraction below zero, a division by zero or an overflow.
     Arithmetic(SizeOp),
+    /// A program whose stack would pass [`Size::MAX_DEPTH`] values.
+    TooDeep,
 }
 
 impl fmt::Display for SizeError {
@@ -58,14 +60,19 @@ impl fmt::Display for SizeError {
         match self {
             SizeError::Argument(op) => write!(f, "no non-negative value for {op:?}"),
             SizeError::Arithmetic(op) => write!(f, "{op:?} has no value (below zero, division by zero or overflow)"),
+            SizeError::TooDeep => write!(f, "more than {} values on the stack", Size::MAX_DEPTH),
         }
     }
 }
 
 impl Size {
+    /// The most values a program's stack holds while it runs (evaluation
+    /// allocates nothing: it runs before every tuned launch).
+    pub const MAX_DEPTH: usize = 16;
+
     /// The size for `args`.
     pub fn eval(&self, args: &dyn SizeArgs) -> Result<u64, SizeError> {
-        let mut stack: Vec<u64> = Vec::new();
+        let mut stack = Stack::default();
         for &op in self.0.iter() {
             let value = match op {
                 SizeOp::Int(n) => Some(n),
@@ -84,13 +91,33 @@ impl Size {
                         SizeOp::Max => Some(a.max(b)),
                         _ => Some(a.min(b)),
                     };
-                    stack.push(v.ok_or(SizeError::Arithmetic(op))?);
+                    stack.push(v.ok_or(SizeError::Arithmetic(op))?)?;
                     continue;
                 }
             };
-            stack.push(value.ok_or(SizeError::Argument(op))?);
+            stack.push(value.ok_or(SizeError::Argument(op))?)?;
         }
         Ok(stack.pop().expect("a well-formed program"))
+    }
+}
+
+/// A fixed-size stack of values.
+#[derive(Default)]
+struct Stack {
+    values: [u64; Size::MAX_DEPTH],
+    len: usize,
+}
+
+impl Stack {
+    fn push(&mut self, v: u64) -> Result<(), SizeError> {
+        *self.values.get_mut(self.len).ok_or(SizeError::TooDeep)? = v;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<u64> {
+        self.len = self.len.checked_sub(1)?;
+        Some(self.values[self.len])
     }
 }
 
@@ -145,5 +172,7 @@ mod tests {
         assert!(huge.eval(&Args).is_err());
         let missing = Size(vec![SizeOp::Scalar(2)].into());
         assert_eq!(missing.eval(&Args), Err(SizeError::Argument(SizeOp::Scalar(2))));
+        let deep = Size(vec![SizeOp::Int(1); Size::MAX_DEPTH + 1].into());
+        assert_eq!(deep.eval(&Args), Err(SizeError::TooDeep));
     }
 }
