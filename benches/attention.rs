@@ -49,10 +49,11 @@ fn bench<T: Element>(s: &Stream, dtype: &str, batch: usize, t: usize, of: impl F
             .filter(|c| c[2] == d && c[..2] != [queries, keys]);
         for consts in others {
             let grid = attention::grid(batch, t, heads, consts[0]);
-            let band = attention::band::<T>(s.device(), (batch, t, heads, d), (consts[0], consts[1]));
+            let group = attention::group_height::<T>(s.device(), (batch, t, heads, d), (consts[0], consts[1]));
             let ms = median_ms(s, 20, |i| {
                 let (qkv, out) = (&qkvs[i % SETS], &mut outs[i % SETS]);
-                attention::causal_attention::launch_with(s, &consts, grid, qkv, out, heads as i32, scale, band).unwrap()
+                attention::causal_attention::launch_with(s, &consts, grid, qkv, out, heads as i32, scale, group)
+                    .unwrap()
             });
             print!(
                 "  {}x{} {:>7.1}",

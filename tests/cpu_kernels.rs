@@ -293,13 +293,13 @@ fn causal_attention_matches_softmax_attention() {
             1.0 / (d as f32).sqrt(),
         );
         // Every step size built for f32 (64 keys with heads of 64 or 128
-        // is not), the grid's order in bands of 1, 2 and 3 query blocks.
+        // is not), the grid's order in groups of 1, 2 and 3 query blocks.
         let step_sizes = [32, 64].into_iter().filter(|&bk| bk == 32 || d == 32);
-        for (bk, band) in step_sizes.flat_map(|bk| [(bk, 1), (bk, 2), (bk, 3)]) {
+        for (bk, group) in step_sizes.flat_map(|bk| [(bk, 1), (bk, 2), (bk, 3)]) {
             let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
             let consts = [attention::queries_per_block(d), bk, d];
-            attention::causal_attention::launch_with(&Cpu, &consts, grid, &qt, &mut out, h, scale, band).unwrap();
-            let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk} band {band}");
+            attention::causal_attention::launch_with(&Cpu, &consts, grid, &qt, &mut out, h, scale, group).unwrap();
+            let what = format!("attention b={batch} t={t} h={heads} d={d} keys per step {bk} group {group}");
             assert_close(&what, &values(&out), &want, 1e-5);
         }
     }

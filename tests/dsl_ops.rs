@@ -616,6 +616,7 @@ fn math<const B: usize>(x: &Tensor<f32>, out: &mut Tensor<f32>) {
     out.store([6, i], tanh(t));
     out.store([7, i], erf(t));
     out.store([8, i], -abs(t));
+    out.store([9, i], gelu(t));
 }
 
 #[test]
@@ -623,9 +624,9 @@ fn math_functions_match_f64() {
     let mut rng = Rng::new(28);
     let n = 600;
     let x = random_f32(&mut rng, &[1, n], 2.0);
-    let mut out = HostTensor::full(&[9, n], f32::NAN);
+    let mut out = HostTensor::full(&[10, n], f32::NAN);
     math::launch::<256, _>(&Cpu, cdiv(n, 256), &x, &mut out).unwrap();
-    let fs: [fn(f64) -> f64; 9] = [
+    let fs: [fn(f64) -> f64; 10] = [
         f64::exp,
         f64::exp2,
         |t| (t.abs() + 0.5).ln(),
@@ -635,6 +636,7 @@ fn math_functions_match_f64() {
         f64::tanh,
         |t| libm_erf(t),
         |t| -t.abs(),
+        gelu_ref,
     ];
     let xs: Vec<f64> = x.to_vec().iter().map(|&v| v as f64).collect();
     let row = |t: &HostTensor<f32>, r: usize| -> Vec<f64> { (0..n).map(|k| t.at(&[r, k]) as f64).collect() };
@@ -645,7 +647,7 @@ fn math_functions_match_f64() {
     let Some(s) = gpu("math_functions_match_f64") else {
         return;
     };
-    let mut od = s.full(&[9, n], f32::NAN).unwrap();
+    let mut od = s.full(&[10, n], f32::NAN).unwrap();
     math::launch::<256, _>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut od).unwrap();
     let got = s.download(&od).unwrap();
     for (r, f) in fs.iter().enumerate() {

@@ -379,14 +379,14 @@ fn attention_case<T: Num>(
         .iter()
         .map(|c| c.iter().map(|&v| v as usize).collect::<Vec<_>>())
         .filter(|c| c[2] == d && c[..2] != [queries, keys]);
-    // Other tilings, the grid's order one head at a time (band 1) and in
-    // bands of 3 (a short last band when the query blocks are not a
+    // Other tilings, the grid's order one head at a time (group 1) and in
+    // groups of 3 (a short last group when the query blocks are not a
     // multiple of 3).
-    for (consts, band) in others.flat_map(|c| [(c.clone(), 1), (c, 3)]) {
+    for (consts, group) in others.flat_map(|c| [(c.clone(), 1), (c, 3)]) {
         let mut od = s.upload(&poisoned::<T>(&[batch, t, c])).unwrap();
         let (grid, scale) = (attention::grid(batch, t, heads, consts[0]), 1.0 / (d as f32).sqrt());
-        attention::causal_attention::launch_with(s, &consts, grid, &qd, &mut od, heads as i32, scale, band).unwrap();
-        let what = format!("{what} {}x{} band {band}", consts[0], consts[1]);
+        attention::causal_attention::launch_with(s, &consts, grid, &qd, &mut od, heads as i32, scale, group).unwrap();
+        let what = format!("{what} {}x{} group {group}", consts[0], consts[1]);
         assert_close(&what, &values(&s.download(&od).unwrap()), &want, tol);
     }
 }
@@ -556,8 +556,8 @@ fn persistent_blocks_cover_every_tile() {
         linear_tc_case::<f16>(&s, &mut rng, m, n, k, f16::TOL);
     });
     assert_launched_on_sm90a(&d, &["matmul_f32_128_256_32_wgmma", "matmul_f32_64_64_32_wgmma"]);
-    // On the portable path, 64x64 tiles over about four rounds of two
-    // teams per block, where a block may have their shared memory.
+    // On the portable path, 64x64 tiles over about four rounds of
+    // persistent blocks of two tiles, where a block may have their shared memory.
     if d.block_shared_bytes() > 2 * SM120_BLOCK_SHARED_BYTES {
         let launched = d.launched_variants();
         for entry in ["matmul_bf16_64_64_64_v_persistent", "matmul_bf16_64_64_64_v"] {
@@ -566,11 +566,11 @@ fn persistent_blocks_cover_every_tile() {
     }
 }
 
-/// Two teams per block (portable path) take a grid of up to 8 rounds of
+/// Persistent blocks of two tiles (portable path) take a grid of up to 8 rounds of
 /// tiles; a longer one runs on plain blocks, which were faster there.
 #[test]
-fn two_teams_per_block_take_short_grids_and_plain_blocks_long_ones() {
-    let Some((d, s)) = gpu("two_teams_per_block_take_short_grids_and_plain_blocks_long_ones") else {
+fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones() {
+    let Some((d, s)) = gpu("persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones") else {
         return;
     };
     use tile_kernels::matmul;
@@ -781,8 +781,8 @@ fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
         }
     });
     let launched = d.launched_variants();
-    // The bf16 tile's blocks fit two to an SM: off sm_120 they run as two
-    // teams of one block; the f32 tile's eight warps fill an SM alone.
+    // The bf16 tile's blocks fit two to an SM: off sm_120 they run as the
+    // two halves of a persistent block; the f32 tile's eight warps fill an SM alone.
     let mut expected = vec![
         "linear_bf16_128_128_64_vs",
         "linear_bf16_128_128_64_vs_persistent",

@@ -17,8 +17,8 @@ use tile::{Backend, DType, Element, TensorView};
 
 /// `out[b, t, head] = softmax(q k^T * scale, causal) v` for every head.
 /// Grid: [`grid`], a block per `BQ` queries of one (sequence, head), taken
-/// in bands of `band` query blocks (as [`band`] picks it), the last
-/// queries' band first, head by head within a band. `BQ` and `BK` as
+/// in groups of `group` query blocks (as [`group_height`] picks it), the last
+/// queries' group first, head by head within a group. `BQ` and `BK` as
 /// [`tiling`] picks them: heads of 128 take 64 queries per block (a warp's
 /// 16 rows of `acc` and `q` then fit its registers), or 128 queries and
 /// 128 keys per step on long sequences on Hopper (the compiler then gives
@@ -42,12 +42,12 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     out: &mut Tensor<T>,
     heads: i32,
     scale: f32,
-    band: i32,
+    group: i32,
 ) {
     // The last queries see the most keys: their blocks go first, so the
     // grid ends on short ones.
     let query_blocks = cdiv(qkv.shape(1), BQ);
-    let [from_last, head] = group_tiles(block_id(0), query_blocks, num_blocks(0) / query_blocks, band);
+    let [from_last, head] = group_tiles(block_id(0), query_blocks, num_blocks(0) / query_blocks, group);
     let qb = query_blocks - 1 - from_last;
     let b = head / heads;
     let h = head % heads;
@@ -121,13 +121,13 @@ pub fn grid(batch: usize, seq: usize, heads: usize, queries: usize) -> u32 {
     (batch * heads * seq.div_ceil(queries)) as u32
 }
 
-/// Query blocks per band of the grid's order (a [`causal_attention`]
-/// `band`) for `batch` sequences of `seq` tokens in `heads` heads of `d`
-/// columns of `T` on `device`, tiled `(BQ, BK)`: [`band_for`] with the
+/// Query blocks per group of the grid's order (a [`causal_attention`]
+/// `group`) for `batch` sequences of `seq` tokens in `heads` heads of `d`
+/// columns of `T` on `device`, tiled `(BQ, BK)`: [`group_height_for`] with the
 /// blocks these kernels are built to run per SM (two, or one with 128 keys
-/// per step, whose stages take most of an SM's shared memory). Any band
+/// per step, whose stages take most of an SM's shared memory). Any group
 /// of 1 or more computes the same result.
-pub fn band<T: Element>(
+pub fn group_height<T: Element>(
     device: &tile::Device,
     (batch, seq, heads, d): (usize, usize, usize, usize),
     (queries, keys): (usize, usize),
@@ -135,23 +135,23 @@ pub fn band<T: Element>(
     let per_sm = if keys > 64 { 1 } else { 2 };
     let gpu = (per_sm * device.multiprocessors(), device.l2_bytes());
     let head_bytes = 2 * seq * d * T::DTYPE.bytes();
-    band_for(gpu, batch * heads, head_bytes, seq.div_ceil(queries))
+    group_height_for(gpu, batch * heads, head_bytes, seq.div_ceil(queries))
 }
 
-/// The band for `heads` (sequence, head) pairs whose keys and values take
+/// The group for `heads` (sequence, head) pairs whose keys and values take
 /// `head_bytes` each, in `query_blocks` blocks each, on a GPU that runs
 /// `resident` blocks at once and has `l2_bytes` of L2.
 ///
 /// Blocks of one head that run at the same time share its keys and values
-/// in L2. Taking bands of query blocks head by head, the blocks running at
-/// once span about `resident / band` heads. The band is the smallest for
+/// in L2. Taking groups of query blocks head by head, the blocks running at
+/// once span about `resident / group` heads. The group is the smallest for
 /// which those heads' keys and values fit in half of L2, or 2 when every
 /// head's fit (a head's neighbouring blocks, started together, read the
 /// same keys at the same time); at most a quarter of the query blocks, so
 /// that the grid still ends on short blocks. On an H100 that made heads of
 /// 128 3-23% faster and heads of 64 0-6% than one head after another
 /// (BENCHMARKS.md).
-fn band_for((resident, l2_bytes): (usize, usize), heads: usize, head_bytes: usize, query_blocks: usize) -> i32 {
+fn group_height_for((resident, l2_bytes): (usize, usize), heads: usize, head_bytes: usize, query_blocks: usize) -> i32 {
     let budget = (l2_bytes / 2).max(1);
     let spread = if heads * head_bytes <= budget {
         2
@@ -182,8 +182,8 @@ pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize,
 
 /// Causal attention of every head of `qkv` into `out` on `on`, softmax
 /// scale `1 / sqrt(D)`; shapes as [`sizes`] checks them. On a GPU,
-/// [`tiling`] and [`band`] for its device; on the CPU, the portable
-/// path's tiling and bands of one query block (blocks run one at a time
+/// [`tiling`] and [`group_height`] for its device; on the CPU, the portable
+/// path's tiling and groups of one query block (blocks run one at a time
 /// there: any order is as good).
 pub fn run<T: Element, B: Backend>(
     on: &B,
@@ -192,10 +192,10 @@ pub fn run<T: Element, B: Backend>(
     heads: usize,
 ) -> tile::Result<()> {
     let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
-    let ((queries, keys), band) = match on.stream().map(|s| s.device()) {
+    let ((queries, keys), group) = match on.stream().map(|s| s.device()) {
         Some(device) => {
             let tiling = tiling::<T>(device, seq, d);
-            (tiling, band::<T>(device, (batch, seq, heads, d), tiling))
+            (tiling, group_height::<T>(device, (batch, seq, heads, d), tiling))
         }
         None => (tiling_for(T::DTYPE, false, seq, d), 1),
     };
@@ -208,7 +208,7 @@ pub fn run<T: Element, B: Backend>(
         out,
         heads as i32,
         scale,
-        band,
+        group,
     )
 }
 
@@ -232,11 +232,11 @@ mod tests {
     }
 
     #[test]
-    fn bands_keep_the_heads_running_at_once_within_half_of_l2() {
+    fn groups_keep_the_heads_running_at_once_within_half_of_l2() {
         // An H100: 132 SMs at two blocks each, 50 MiB of L2.
         let h100 = (264, 50 << 20);
-        let band = |batch: usize, seq: usize, heads: usize, d: usize, bytes: usize| {
-            band_for(
+        let group = |batch: usize, seq: usize, heads: usize, d: usize, bytes: usize| {
+            group_height_for(
                 h100,
                 batch * heads,
                 2 * seq * d * bytes,
@@ -245,15 +245,15 @@ mod tests {
         };
         // GPT-2's 12 heads of 64 in bf16, 24 MiB of keys and values: all fit.
         for (batch, seq) in [(8, 1024), (4, 2048), (2, 4096)] {
-            assert_eq!(band(batch, seq, 12, 64, 2), 2);
+            assert_eq!(group(batch, seq, 12, 64, 2), 2);
         }
         // 16 heads of 128, 64 MiB: 66 heads at once at 8x1024, 33 at
         // 4x2048, 16.5 at 2x4096.
-        assert_eq!(band(8, 1024, 16, 128, 2), 4);
-        assert_eq!(band(4, 2048, 16, 128, 2), 8);
-        assert_eq!(band(2, 4096, 16, 128, 2), 16);
+        assert_eq!(group(8, 1024, 16, 128, 2), 4);
+        assert_eq!(group(4, 2048, 16, 128, 2), 8);
+        assert_eq!(group(2, 4096, 16, 128, 2), 16);
         // At most a quarter of the query blocks (8 at 8x1024), at least 2.
-        assert_eq!(band(8, 1024, 12, 64, 4), 2);
-        assert_eq!(band(1, 100, 1, 64, 2), 2);
+        assert_eq!(group(8, 1024, 12, 64, 4), 2);
+        assert_eq!(group(1, 100, 1, 64, 2), 2);
     }
 }

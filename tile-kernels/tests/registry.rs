@@ -38,9 +38,9 @@ fn every_kernel_in_the_sources_is_registered() {
 /// variants, which the runtime launches only where a block may have twice
 /// a plain block's memory, and whose plain twin must fit.
 #[test]
-fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
+fn every_portable_variant_but_the_persistent_two_tile_ones_fits_an_sm_120_block() {
     use tile::testing::SM120_BLOCK_SHARED_BYTES;
-    let mut twins = 0;
+    let mut persistent = 0;
     for k in library_kernels() {
         for v in k.variants.iter().filter(|v| v.target.is_none()) {
             let Some(plain) = v.entry.strip_suffix("_persistent") else {
@@ -52,7 +52,7 @@ fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
                 );
                 continue;
             };
-            twins += 1;
+            persistent += 1;
             let plain = k.variants.iter().find(|p| p.entry == plain).expect("plain twin");
             assert_eq!(
                 v.block_shared_bytes(),
@@ -61,5 +61,5 @@ fn every_portable_variant_but_two_teams_fits_an_sm_120_block() {
             assert_eq!((v.threads, v.persistent), (2 * plain.threads, true));
         }
     }
-    assert!(twins > 0, "no persistent two-tile variants");
+    assert!(persistent > 0, "no persistent two-tile variants");
 }
