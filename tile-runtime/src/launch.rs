@@ -5,7 +5,7 @@
 //! any operand copies; this module makes the copies, encodes the tensor
 //! maps and launches on the stream.
 
-use crate::backend::Arg;
+use crate::arg::Arg;
 use crate::device::Stream;
 use crate::grid::Grid;
 use crate::repitch::{Held, Rows, Source};

@@ -10,6 +10,7 @@
 //! - the kernel registry ([`registered_kernels`]);
 //! - [`cpu`], the reference tile library the CPU versions call.
 
+mod arg;
 pub mod autotune;
 mod backend;
 pub mod cpu;
@@ -27,9 +28,8 @@ mod tensor_map;
 pub mod testing;
 mod tuned;
 
-pub use backend::{
-    Arg, Backend, Cpu, HostArg, HostTensorArg, Scalar, TensorView, host_args, host_scalar, host_tensor, host_tensor_mut,
-};
+pub use arg::{Arg, HostArg, HostTensorArg, TensorView};
+pub use backend::{Backend, Cpu, Scalar, host_args, host_scalar, host_tensor, host_tensor_mut};
 pub use device::{Device, Event, Stream, device_count, driver_present};
 pub use dtype::Element;
 pub use error::{Error, Result};

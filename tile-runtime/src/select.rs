@@ -135,6 +135,19 @@ pub fn select(kernel: &KernelSpec, types: &[DType], consts: &[i64], facts: &ArgF
     })
 }
 
+impl KernelSpec {
+    /// The portable variant for these type and const values that the
+    /// arguments' alignment allows (`aligned[p]`: parameter `p` is a tensor
+    /// that allows 16-byte vectors) on a GPU that gives a block all the
+    /// shared memory it asks for: [`select`] at [`Site::anywhere`].
+    pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static Variant> {
+        let facts = ArgFacts::aligned(aligned);
+        select(self, types, consts, &facts, Site::anywhere())
+            .ok()
+            .map(|s| s.variant)
+    }
+}
+
 /// The most rounds of tiles (each persistent block's two halves taking one tile each)
 /// a grid may need for two tiles per persistent block to run. H100, bf16: faster at
 /// 1.45 to 4.4 rounds; within 2% of plain blocks from 6 to 62 rounds with

@@ -2,7 +2,6 @@
 //! specializations and the PTX of every variant. Built as `static` data by
 //! `#[tile::kernel]`; registered with `inventory` so tools can list every kernel.
 
-use crate::select::{ArgFacts, Site, select};
 use crate::{Grid, HostArg, Result};
 use tile_spec::{DType, Variant};
 
@@ -50,7 +49,7 @@ pub struct KernelSpec {
     /// The CPU version: what a launch on [`Cpu`](crate::Cpu) runs.
     pub cpu: CpuVersion,
     /// The tuning the attribute declares, if any: what the generated `run`
-    /// computes and chooses with ([`crate::tuned`]).
+    /// computes and chooses with ([`crate::run_tuned`]).
     pub tuning: Option<tile_spec::Tuning>,
 }
 
@@ -97,17 +96,6 @@ impl KernelSpec {
         self.variants
             .iter()
             .any(|v| v.types == types && v.consts == consts && v.cluster > 1)
-    }
-
-    /// The portable variant for these type and const values that the
-    /// arguments' alignment allows (`aligned[p]`: parameter `p` is a tensor
-    /// that allows 16-byte vectors) on a GPU that gives a block all the
-    /// shared memory it asks for: [`select`] at [`Site::anywhere`].
-    pub fn variant(&self, types: &[DType], consts: &[i64], aligned: &[bool]) -> Option<&'static Variant> {
-        let facts = ArgFacts::aligned(aligned);
-        select(self, types, consts, &facts, Site::anywhere())
-            .ok()
-            .map(|s| s.variant)
     }
 
     /// A readable name for a variant: `softmax[T=f32, BLOCK=1024, vectorized]`.

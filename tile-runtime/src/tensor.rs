@@ -1,6 +1,6 @@
 //! Tensors in GPU memory: a buffer, a shape and element strides.
 
-use crate::backend::TensorView;
+use crate::arg::TensorView;
 use crate::device::Stream;
 use crate::host::{HostTensor, contiguous_strides, span};
 use crate::{DType, Element, Error, Result};

@@ -14,13 +14,14 @@
 //! of those with as many blocks. (Timing such launches of a few
 //! microseconds tells them apart by noise only.)
 
+use crate::arg::{Arg, TensorView};
 use crate::autotune::{size_class, tune};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-use crate::backend::{Arg, Backend, TensorView};
+use crate::backend::Backend;
 use crate::spec::KernelSpec;
 use crate::{Error, Grid, Result};
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
 use tile_spec::{DType, Size, SizeArgs, Target};
 
 /// The configuration a kernel's `run` chose: its const values (in the
@@ -152,7 +153,13 @@ pub fn run_tuned<B: Backend>(
     let class = on.stream().map(|s| {
         let device = s.device();
         let at = std::sync::Arc::as_ptr(device) as usize;
-        (kernel as *const KernelSpec as usize, types.to_vec(), classes.clone(), at, device.target())
+        (
+            kernel as *const KernelSpec as usize,
+            types.to_vec(),
+            classes.clone(),
+            at,
+            device.target(),
+        )
     });
     let known = class
         .as_ref()
