@@ -94,7 +94,7 @@ const LONG_SEQUENCE: usize = 2048;
 /// per step for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's
 /// heads), 32 for f32 (64 is not built for heads of 64 or 128).
 ///
-/// 16-bit heads of 128 over [`LONG_SEQUENCE`] tokens or more take 128
+/// 16-bit heads of 128 over 2048 tokens or more take 128
 /// queries and 128 keys per step on Hopper's `wgmma` path instead: two
 /// warpgroups share each stage of keys and values and read `q` half as
 /// often per product (the scores' product is bound by shared memory at 64
@@ -123,7 +123,7 @@ pub fn grid(batch: usize, seq: usize, heads: usize, queries: usize) -> u32 {
 
 /// Query blocks per group of the grid's order (a [`causal_attention`]
 /// `group`) for `batch` sequences of `seq` tokens in `heads` heads of `d`
-/// columns of `T` on `device`, tiled `(BQ, BK)`: [`group_height_for`] with the
+/// columns of `T` on `device`, tiled `(BQ, BK)`: `group_height_for` with the
 /// blocks these kernels are built to run per SM (two, or one with 128 keys
 /// per step, whose stages take most of an SM's shared memory). Any group
 /// of 1 or more computes the same result.
