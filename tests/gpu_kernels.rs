@@ -579,7 +579,7 @@ fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones() 
     }
     d.use_arch_specific(false);
     let mut rng = Rng::new(41);
-    // 64x64 tiles, one two-team block per SM: 1 round, then 4096 tiles
+    // 64x64 tiles, one persistent two-tile block per SM: 1 round, then 4096 tiles
     // (over 8 rounds on up to 256 SMs).
     for (m, n, k, entry) in [
         (1024, 1000, 24, "matmul_bf16_64_64_64_v_persistent"),

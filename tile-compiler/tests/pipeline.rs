@@ -227,7 +227,7 @@ fn large_portable_conversions_go_through_shared_memory_in_parts() {
 }
 
 #[test]
-fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
+fn two_blocks_that_fit_an_sm_also_run_as_the_two_halves_of_one_persistent_block() {
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
     let variant = |suffix: &str| {
         k.variants
@@ -249,36 +249,36 @@ fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
         let rest = l.split_once(' ').map_or("", |(_, r)| r).trim_end_matches(';');
         rest.split(", ").map(str::to_string).collect()
     };
-    // The team: the thread index over 128, which then counts within it.
-    let team = lines
+    // The half: the thread index over 128, which then counts within it.
+    let half_index = lines
         .iter()
         .find(|l| l.starts_with("shr.u32") && l.ends_with(", 7;"))
         .map(|l| operands(l)[0].clone())
-        .expect("team index");
+        .expect("half index");
     // Its half of dynamic shared memory, added to every address in it.
     let half = v.dynamic_shared_bytes / 2;
     let offset = lines
         .iter()
-        .find(|l| l.starts_with("mul.lo.u32") && l.ends_with(&format!(", {team}, {half};")))
+        .find(|l| l.starts_with("mul.lo.u32") && l.ends_with(&format!(", {half_index}, {half};")))
         .map(|l| operands(l)[0].clone())
-        .expect("team offset");
+        .expect("half offset");
     let bases: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].ends_with("_dyn_smem;")).collect();
     assert!(!bases.is_empty());
     for i in bases {
         let a = operands(lines[i])[0].clone();
         assert!(
             lines[i + 1..i + 3].contains(&format!("add.s32 {a}, {a}, {offset};").as_str()),
-            "shared address at line {i} without the team's offset"
+            "shared address at line {i} without the half's offset"
         );
     }
-    // Team t of block b computes blocks b + t·G, b + (t + 2)·G, ..
+    // Half t of block b computes blocks b + t·G, b + (t + 2)·G, ..
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("mad.lo.u32") && l.contains(&format!(", {team}, %r")))
+            .any(|l| l.starts_with("mad.lo.u32") && l.contains(&format!(", {half_index}, %r")))
     );
     assert!(lines.iter().any(|l| l.starts_with("mad.lo.u32") && l.contains(", 2, ")));
-    // Each team synchronizes on its own named barrier, never the block's.
+    // Each half synchronizes on its own named barrier, never the block's.
     let barriers: Vec<&&str> = lines.iter().filter(|l| l.starts_with("bar.sync")).collect();
     assert!(
         !barriers.is_empty()
@@ -289,7 +289,7 @@ fn two_blocks_that_fit_an_sm_also_run_as_two_teams_of_one_persistent_block() {
     // 128x256x64 takes eight warps whose registers fill an SM: one block
     // per SM, no persistent two-tile variant.
     let big = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
-    assert!(big.variants.iter().all(|v| !v.entry.contains("twins")));
+    assert!(big.variants.iter().all(|v| !v.entry.contains("persistent")));
 }
 
 /// The registers between braces after `marker` on each line that has it.
@@ -559,10 +559,10 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     assert!(all.tensor_maps.iter().filter(|m| m.param != 2).all(|m| m.tf32));
     let p = &all.ptx;
     assert!(!p.contains("st.global"));
-    // Two teams take turns (on the same code), each storing its tile's four
-    // panels through its own 16 KiB of scratch (1024-byte aligned, as the
+    // Two ping-pong consumers take turns (on the same code), each storing its
+    // tile's four panels through its own 16 KiB of scratch (1024-byte aligned, as the
     // swizzle needs): written (8-byte runs of the accumulator), fenced for
-    // the async proxy, copied by the team's first thread, whose copy has
+    // the async proxy, copied by the consumer's first thread, whose copy has
     // read the panel before the next is written.
     let stores = p
         .matches("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group")
@@ -639,12 +639,12 @@ fn one_warpgroups_tiles_get_two_consumer_warpgroups_taking_turns() {
     // loop goes back as it ends: released in the loop and after it.
     assert!(p.contains("], 4;"));
     assert_eq!(p.matches("mbarrier.arrive.shared::cta.b64").count(), 2);
-    // Each team skips the other's blocks: the read stage moves on by
+    // Each consumer skips the other's blocks: the read stage moves on by
     // their K-steps, modulo the stages, the phase flipping on each wrap.
     assert_eq!(p.matches("rem.u32").count(), 2);
     assert_eq!(p.matches("div.u32").count(), 2);
-    // A team's K-loop waits for its turn (but its first), which the other
-    // team passes it after its own K-loop, both teams' threads counted.
+    // A consumer's K-loop waits for its turn (but its first), which the other
+    // consumer passes it after its own K-loop, both consumers' threads counted.
     assert_eq!(barriers("bar.sync %r", ", 256;"), 1);
     assert_eq!(barriers("bar.arrive %r", ", 256;"), 1);
 }
@@ -824,10 +824,10 @@ fn num_stages_sets_the_pipeline_depth() {
         assert_eq!(v.dynamic_shared_bytes, stages * stage);
         assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
         // Two stages leave room for a second block on an SM, so for a
-        // variant that runs two as the teams of one block; five do not.
-        let twins = k.variants.iter().find(|v| v.entry.ends_with("_v_persistent"));
+        // variant that runs two as the halves of one persistent block; five do not.
+        let persistent = k.variants.iter().find(|v| v.entry.ends_with("_v_persistent"));
         assert_eq!(
-            twins.map(|t| t.dynamic_shared_bytes),
+            persistent.map(|t| t.dynamic_shared_bytes),
             (stages == 2).then_some(2 * stages * stage)
         );
         // On sm_90a the full and empty mbarriers follow the stages, then

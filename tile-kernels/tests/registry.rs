@@ -34,8 +34,8 @@ fn every_kernel_in_the_sources_is_registered() {
 }
 
 /// An sm_120 GPU gives a block 99 KiB of shared memory and runs only the
-/// portable variants: each of those must fit there, except the two-team
-/// variants, which the runtime launches only where a block may have twice
+/// portable variants: each of those must fit there, except the persistent
+/// two-tile variants, which the runtime launches only where a block may have twice
 /// a plain block's memory, and whose plain twin must fit.
 #[test]
 fn every_portable_variant_but_the_persistent_two_tile_ones_fits_an_sm_120_block() {

@@ -163,12 +163,7 @@ impl Checker<'_> {
                 BinOp::BitXor => Int(x ^ y),
                 BinOp::Shl => Int(x << (y & 63)),
                 BinOp::Shr => Int(x >> (y & 63)),
-                BinOp::Eq => Bool(x == y),
-                BinOp::Ne => Bool(x != y),
-                BinOp::Lt => Bool(x < y),
-                BinOp::Le => Bool(x <= y),
-                BinOp::Gt => Bool(x > y),
-                BinOp::Ge => Bool(x >= y),
+                BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Bool(compare(op, x, y)),
                 BinOp::And | BinOp::Or => bail!(span, "`&&` and `||` take bools"),
             },
             (Bool(x), Bool(y)) => match op {
@@ -191,12 +186,7 @@ impl Checker<'_> {
                     BinOp::Sub => Float(x - y),
                     BinOp::Mul => Float(x * y),
                     BinOp::Div => Float(x / y),
-                    BinOp::Eq => Bool(x == y),
-                    BinOp::Ne => Bool(x != y),
-                    BinOp::Lt => Bool(x < y),
-                    BinOp::Le => Bool(x <= y),
-                    BinOp::Gt => Bool(x > y),
-                    BinOp::Ge => Bool(x >= y),
+                    BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => Bool(compare(op, x, y)),
                     _ => bail!(span, "this operator does not apply to floats"),
                 }
             }
@@ -318,5 +308,18 @@ impl Checker<'_> {
             [syn::GenericArgument::Type(t)] => Ok(Some(self.resolve(t)?)),
             _ => bail!(span, "`{name}` takes one element type, e.g. `{name}::<f32>(..)`"),
         }
+    }
+}
+
+/// A comparison operator applied to two numbers of one kind.
+fn compare<T: PartialOrd>(op: BinOp, x: T, y: T) -> bool {
+    match op {
+        BinOp::Eq => x == y,
+        BinOp::Ne => x != y,
+        BinOp::Lt => x < y,
+        BinOp::Le => x <= y,
+        BinOp::Gt => x > y,
+        BinOp::Ge => x >= y,
+        _ => unreachable!("only comparisons reach compare"),
     }
 }

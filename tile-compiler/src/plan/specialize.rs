@@ -28,8 +28,8 @@ pub const TRANSPOSER_THREADS: u32 = PRODUCER_THREADS - 32;
 /// computed transposed, 128 + 64, spills); in the epilogue, the
 /// accumulators and the tiles it loads (a 64x256 tile and its bias,
 /// 128 + 64, fits; a 128x128 one and its residual, 128 + 128 + 32, spills).
-const TEAM_LOOP_REGISTERS: usize = 160;
-const TEAM_EPILOGUE_REGISTERS: usize = 192;
+const CONSUMER_LOOP_REGISTERS: usize = 160;
+const CONSUMER_EPILOGUE_REGISTERS: usize = 192;
 
 /// A warp-specialized kernel's roles, as decided.
 #[derive(Clone)]
@@ -126,7 +126,7 @@ pub fn mmas(ops: &[Op]) -> Vec<&Op> {
 
 /// Consumer warpgroups that take turns on a block's tiles: two when the
 /// kernel's `wgmma`s are one warpgroup's, its register tiles fit (see
-/// [`TEAM_LOOP_REGISTERS`]) and `ping_pong` allows it; else one.
+/// [`CONSUMER_LOOP_REGISTERS`]) and `ping_pong` allows it; else one.
 fn consumer_groups(cx: &Context, body: &[Op], ping_pong: bool) -> u32 {
     let registers = |v: ValueId| 1usize << cx.layout(v).reg.len();
     let (mut accumulators, mut operands) = (0, 0);
@@ -145,7 +145,8 @@ fn consumer_groups(cx: &Context, body: &[Op], ping_pong: bool) -> u32 {
         .filter(|op| matches!(op.kind, OpKind::Load { .. }))
         .map(|op| registers(op.results[0]))
         .sum();
-    let fit = accumulators + operands <= TEAM_LOOP_REGISTERS && accumulators + loaded <= TEAM_EPILOGUE_REGISTERS;
+    let fit =
+        accumulators + operands <= CONSUMER_LOOP_REGISTERS && accumulators + loaded <= CONSUMER_EPILOGUE_REGISTERS;
     if ping_pong && cx.func.num_warps == 4 && fit {
         2
     } else {
