@@ -616,8 +616,8 @@ fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones() 
 /// `linear`'s f32 tiles are stored through TMA, panel by panel, clipped at
 /// the ragged last row and column of tiles (outputs start poisoned).
 #[test]
-fn paired_blocks_share_tiles_of_a_column_or_load_their_own() {
-    let Some((d, s)) = gpu("paired_blocks_share_tiles_of_a_column_or_load_their_own") else {
+fn clustered_blocks_share_tiles_of_a_column_or_load_their_own() {
+    let Some((d, s)) = gpu("clustered_blocks_share_tiles_of_a_column_or_load_their_own") else {
         return;
     };
     let mut rng = Rng::new(31);

@@ -91,16 +91,15 @@ const LONG_SEQUENCE: usize = 2048;
 
 /// `(BQ, BK)` of [`causal_attention`] for `seq` tokens in heads of `d`
 /// columns of `T` on `device`: [`queries_per_block`] queries, and 64 keys
-/// per step for 16-bit types (2-12% faster than 32 on an H100 at GPT-2's
+/// per step for 16-bit types (fewer, larger steps than 32 at GPT-2's
 /// heads), 32 for f32 (64 is not built for heads of 64 or 128).
 ///
 /// 16-bit heads of 128 over 2048 tokens or more take 128
 /// queries and 128 keys per step on Hopper's `wgmma` path instead: two
 /// warpgroups share each stage of keys and values and read `q` half as
 /// often per product (the scores' product is bound by shared memory at 64
-/// keys), one block per SM. On an H100 that was 4-8% faster at 2 x 4096
-/// tokens, 0-4% at 4 x 2048, and 1-5% slower at 8 x 1024, where blocks of
-/// fewer steps pay their loads and stores alone (BENCHMARKS.md).
+/// keys), one block per SM. Below 2048 tokens, blocks of fewer steps pay
+/// their loads and stores alone and the smaller tiles win (bench-results/LOG.md).
 pub fn tiling<T: Element>(device: &tile::Device, seq: usize, d: usize) -> (usize, usize) {
     tiling_for(T::DTYPE, device.target() == tile::Target::Sm90a, seq, d)
 }
@@ -148,9 +147,8 @@ pub fn group_height<T: Element>(
 /// which those heads' keys and values fit in half of L2, or 2 when every
 /// head's fit (a head's neighbouring blocks, started together, read the
 /// same keys at the same time); at most a quarter of the query blocks, so
-/// that the grid still ends on short blocks. On an H100 that made heads of
-/// 128 3-23% faster and heads of 64 0-6% than one head after another
-/// (BENCHMARKS.md).
+/// that the grid still ends on short blocks (bench-results/LOG.md compares it with
+/// one head after another).
 fn group_height_for((resident, l2_bytes): (usize, usize), heads: usize, head_bytes: usize, query_blocks: usize) -> i32 {
     let budget = (l2_bytes / 2).max(1);
     let spread = if heads * head_bytes <= budget {

@@ -5,7 +5,7 @@
 //! `[BM, BN, BK]` product of two tiles and reduces it, which needs nothing
 //! beyond element-wise arithmetic and `sum`, and stays exact in f32. The
 //! tensor cores (`mma`) run the same layer in `matmul::linear`, which the
-//! GPT uses: as fast on its small layers (H100) and far faster on large ones.
+//! GPT uses, and is the faster of the two on large layers (BENCHMARKS.md).
 
 /// `y = x @ w^T + b`, then GELU (tanh form) when `gelu` is 1.
 /// Grid: `(cdiv(N, BN), cdiv(M, BM))`.

@@ -149,17 +149,17 @@ impl KernelSpec {
 }
 
 /// The most rounds of tiles (each persistent block's two halves taking one tile each)
-/// a grid may need for two tiles per persistent block to run. H100, bf16: faster at
-/// 1.45 to 4.4 rounds; within 2% of plain blocks from 6 to 62 rounds with
-/// K = 768; 7% slower on the LM head as `x @ w^T` (95 rounds, a weight
-/// matrix larger than L2) (BENCHMARKS.md).
-const MAX_TWO_TEAM_ROUNDS: u64 = 8;
+/// a grid may need for two tiles per persistent block to run: on short grids the
+/// persistent block hides one tile's epilogue behind the other's K-loop; on long
+/// ones plain blocks match it, and on a weight matrix larger than L2 they win
+/// (bench-results/LOG.md has the rounds measured).
+const MAX_PERSISTENT_ROUNDS: u64 = 8;
 
 /// The second step, once `variant` (chosen by [`select`]) is loaded and
 /// the launcher knows how many of its blocks the GPU holds at once
 /// (`resident_blocks`): a portable variant that runs two tiles per persistent block
 /// gains where the last round of tiles is a large part of the work, so on
-/// a grid of more than `MAX_TWO_TEAM_ROUNDS` (8) rounds the plain variant it
+/// a grid of more than `MAX_PERSISTENT_ROUNDS` (8) rounds the plain variant it
 /// was made from (same types, consts and vector accesses, one tile per
 /// block) runs instead. Any other variant stays.
 pub fn for_grid(kernel: &KernelSpec, variant: &'static Variant, grid: Grid, resident_blocks: u32) -> &'static Variant {
@@ -176,7 +176,7 @@ pub fn for_grid(kernel: &KernelSpec, variant: &'static Variant, grid: Grid, resi
             && !p.persistent
     });
     match plain {
-        Some(plain) if rounds > MAX_TWO_TEAM_ROUNDS => plain,
+        Some(plain) if rounds > MAX_PERSISTENT_ROUNDS => plain,
         _ => variant,
     }
 }
