@@ -39,6 +39,8 @@
 //! `key = [..]`) also gets `run`, which picks its configuration by timing
 //! them ([`Tuned`]).
 
+#![warn(missing_docs)]
+
 pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
