@@ -38,6 +38,23 @@
 //! the registry); a kernel that declares its tuning (`grid = ..`,
 //! `key = [..]`) also gets `run`, which picks its configuration by timing
 //! them ([`Tuned`]).
+//!
+//! # The guide
+//!
+//! The [`guide`] teaches the DSL from [the mental model] (blocks, tiles,
+//! padding) through worked kernels up to [a GPT block], then documents
+//! [every operation and rule] of the DSL, [the host API], [debugging] and
+//! [performance]. Its examples are doc tests: they run on the CPU anywhere,
+//! and on the GPU where there is one.
+//!
+//! [the mental model]: guide::ch01_mental_model
+//! [a GPT block]: guide::ch07_gpt_block
+//! [every operation and rule]: guide::ch08_reference
+//! [the host API]: guide::ch09_host_api
+//! [debugging]: guide::ch10_debugging
+//! [performance]: guide::ch11_performance
+
+#![warn(missing_docs)]
 
 pub use half::{bf16, f16};
 pub use tile_macros::kernel;
@@ -60,67 +77,39 @@ pub mod __private {
     };
 }
 
+// The rendered guide's targets for the chapters' cross-references. A
+// chapter links by reference labels (`[chapter 4][ch04-rows]`) that it
+// defines at its end as relative `.md` paths, which work on GitHub; these
+// definitions come before the chapter's text in rustdoc, and the first
+// definition of a label wins, so there the labels are intra-doc links.
+#[cfg(any(doc, doctest))]
+macro_rules! guide_links {
+    () => {
+        "[guide]: crate::guide\n\
+         [ch01]: crate::guide::ch01_mental_model\n\
+         [ch02]: crate::guide::ch02_vector_add\n\
+         [ch03]: crate::guide::ch03_softmax\n\
+         [ch03-online]: crate::guide::ch03_softmax#the-online-softmax-rows-longer-than-a-tile\n\
+         [ch04]: crate::guide::ch04_layernorm\n\
+         [ch04-masking]: crate::guide::ch04_layernorm#masking-the-padding\n\
+         [ch04-rows]: crate::guide::ch04_layernorm#several-rows-per-block\n\
+         [ch05]: crate::guide::ch05_matmul\n\
+         [ch06]: crate::guide::ch06_flash_attention\n\
+         [ch07]: crate::guide::ch07_gpt_block\n\
+         [ch08]: crate::guide::ch08_reference\n\
+         [ch09]: crate::guide::ch09_host_api\n\
+         [ch09-grids]: crate::guide::ch09_host_api#grids\n\
+         [ch09-registry]: crate::guide::ch09_host_api#the-registry\n\
+         [ch10]: crate::guide::ch10_debugging\n\
+         [ch11]: crate::guide::ch11_performance\n"
+    };
+}
+
+// The guide (docs/), rendered with these docs: one module per chapter.
+#[cfg(any(doc, doctest))]
+pub mod guide;
+
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
-
-/// The guide's table of contents (docs/README.md).
-#[doc = include_str!("../docs/README.md")]
-#[cfg(doctest)]
-pub struct GuideContents;
-
-/// Guide, chapter 1: the mental model.
-#[doc = include_str!("../docs/01-mental-model.md")]
-#[cfg(doctest)]
-pub struct GuideMentalModel;
-
-/// Guide, chapter 2: vector add.
-#[doc = include_str!("../docs/02-vector-add.md")]
-#[cfg(doctest)]
-pub struct GuideVectorAdd;
-
-/// Guide, chapter 3: softmax.
-#[doc = include_str!("../docs/03-softmax.md")]
-#[cfg(doctest)]
-pub struct GuideSoftmax;
-
-/// Guide, chapter 4: LayerNorm.
-#[doc = include_str!("../docs/04-layernorm.md")]
-#[cfg(doctest)]
-pub struct GuideLayerNorm;
-
-/// Guide, chapter 5: matrix multiplication.
-#[doc = include_str!("../docs/05-matmul.md")]
-#[cfg(doctest)]
-pub struct GuideMatmul;
-
-/// Guide, chapter 6: flash attention.
-#[doc = include_str!("../docs/06-flash-attention.md")]
-#[cfg(doctest)]
-pub struct GuideFlashAttention;
-
-/// Guide, chapter 7: a GPT block.
-#[doc = include_str!("../docs/07-gpt-block.md")]
-#[cfg(doctest)]
-pub struct GuideGptBlock;
-
-/// Guide, chapter 8: the DSL reference.
-#[doc = include_str!("../docs/08-reference.md")]
-#[cfg(doctest)]
-pub struct GuideReference;
-
-/// Guide, chapter 9: the host API.
-#[doc = include_str!("../docs/09-host-api.md")]
-#[cfg(doctest)]
-pub struct GuideHostApi;
-
-/// Guide, chapter 10: debugging.
-#[doc = include_str!("../docs/10-debugging.md")]
-#[cfg(doctest)]
-pub struct GuideDebugging;
-
-/// Guide, chapter 11: performance.
-#[doc = include_str!("../docs/11-performance.md")]
-#[cfg(doctest)]
-pub struct GuidePerformance;

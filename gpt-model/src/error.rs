@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+/// Why loading a model, encoding a prompt or running the model failed.
 #[derive(Debug)]
 pub enum GptError {
     /// The weights file is not a valid model: corrupt, missing a tensor, a
@@ -31,4 +32,5 @@ impl From<tile::Error> for GptError {
     }
 }
 
+/// The result of a model call: `T`, or the [`GptError`] that stopped it.
 pub type Result<T> = std::result::Result<T, GptError>;

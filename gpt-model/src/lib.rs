@@ -7,6 +7,8 @@
 //! any `tile::Backend`: a GPU stream (kernels launched through the driver)
 //! or, without one, `tile::Cpu` (the kernels' CPU reference versions).
 
+#![warn(missing_docs)]
+
 pub mod backend;
 pub mod error;
 pub mod model;

@@ -9,11 +9,16 @@ use tile::Backend;
 /// The shape of a model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
+    /// The number of transformer blocks.
     pub n_layer: usize,
+    /// The number of attention heads per block.
     pub n_head: usize,
+    /// The width of the residual stream (channels); `n_embd / n_head` is the
+    /// head size.
     pub n_embd: usize,
     /// The longest context the model was trained on.
     pub block_size: usize,
+    /// The number of tokens.
     pub vocab_size: usize,
 }
 
@@ -29,6 +34,7 @@ struct Block<T> {
 
 /// A GPT-2 model whose parameters live on backend `B`.
 pub struct Gpt<B: Backend> {
+    /// The model's shape.
     pub config: Config,
     wte: Tensor<B>,
     wpe: Tensor<B>,

@@ -8,6 +8,8 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A sampler seeded with `seed`; the logits are divided by `temperature`,
+    /// and a temperature of 0 or less always picks the most likely token.
     pub fn new(seed: u64, temperature: f32) -> Sampler {
         Sampler {
             state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,

@@ -2,6 +2,8 @@
 
 use crate::{GptError, Result};
 
+/// Maps characters to tokens and back: token `i` is the `i`-th character of
+/// the model's vocabulary.
 #[derive(Clone, Debug)]
 pub struct CharTokenizer {
     chars: Vec<char>,
@@ -15,10 +17,13 @@ impl CharTokenizer {
         }
     }
 
+    /// The number of tokens (characters in the vocabulary).
     pub fn vocab_size(&self) -> usize {
         self.chars.len()
     }
 
+    /// The tokens of `text`, one per character; a character outside the
+    /// vocabulary is [`GptError::UnknownCharacter`].
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         text.chars()
             .map(|c| {
@@ -31,6 +36,8 @@ impl CharTokenizer {
             .collect()
     }
 
+    /// The text of `tokens`, one character each; tokens outside the vocabulary
+    /// are skipped.
     pub fn decode(&self, tokens: &[u32]) -> String {
         tokens.iter().filter_map(|&t| self.chars.get(t as usize)).collect()
     }

@@ -9,7 +9,10 @@ use safetensors::{Dtype, SafeTensors};
 /// A parsed weights file: tensors as f32, the configuration and vocabulary.
 pub struct Weights<'a> {
     file: SafeTensors<'a>,
+    /// The model's shape, from the file's metadata (`vocab_size` from the
+    /// vocabulary).
     pub config: Config,
+    /// The vocabulary: token `i` is its `i`-th character.
     pub vocab: String,
 }
 
@@ -18,6 +21,10 @@ fn bad(msg: impl Into<String>) -> GptError {
 }
 
 impl<'a> Weights<'a> {
+    /// Parses a safetensors file, borrowing `bytes`: its metadata must hold
+    /// `vocab` (a JSON string) and `config` (`n_layer`, `n_head`, `n_embd`,
+    /// `block_size`), with a head size the attention kernel is built for.
+    /// Each tensor is converted and checked when read, by [`Weights::tensor`].
     pub fn parse(bytes: &'a [u8]) -> Result<Weights<'a>> {
         let (_, meta) = SafeTensors::read_metadata(bytes).map_err(|e| bad(format!("not a safetensors file: {e}")))?;
         let file = SafeTensors::deserialize(bytes).map_err(|e| bad(format!("not a safetensors file: {e}")))?;

@@ -10,7 +10,9 @@ use crate::host::HostTensor;
 /// A tile: a shape and its elements in row-major order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tile<T> {
+    /// The size of each dimension.
     pub shape: Vec<usize>,
+    /// The elements in row-major order, as many as the shape's product.
     pub data: Vec<T>,
 }
 
@@ -34,6 +36,8 @@ fn for_each_coord(shape: &[usize], mut f: impl FnMut(&[usize])) {
     }
 }
 
+/// A tile of `shape` with every element `v` (`full`, `zeros`, and a scalar
+/// broadcast into a tile).
 pub fn splat<T: Copy>(shape: &[usize], v: T) -> Tile<T> {
     Tile {
         shape: shape.to_vec(),
@@ -41,6 +45,7 @@ pub fn splat<T: Copy>(shape: &[usize], v: T) -> Tile<T> {
     }
 }
 
+/// The tile `[0, 1, .., n - 1]` (`arange`).
 pub fn arange(n: usize) -> Tile<i32> {
     Tile {
         shape: vec![n],
@@ -106,6 +111,7 @@ pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
     t.checked(&g).unwrap_or_default()
 }
 
+/// `f` applied to each element of `a`; the shape is kept.
 pub fn map<T: Copy, U>(a: &Tile<T>, f: impl Fn(T) -> U) -> Tile<U> {
     Tile {
         shape: a.shape.clone(),
@@ -172,6 +178,8 @@ pub fn zip3<C: Copy, T: Copy>(
     }
 }
 
+/// The same elements, in the same row-major order, seen with `shape` (of the
+/// same number of elements).
 pub fn reshape<T: Copy>(a: &Tile<T>, shape: &[usize]) -> Tile<T> {
     Tile {
         shape: shape.to_vec(),
@@ -220,10 +228,14 @@ pub fn permute<T: Copy>(a: &Tile<T>, perm: &[usize]) -> Tile<T> {
     Tile { shape, data }
 }
 
+/// Which reduction [`reduce`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
+    /// The sum, accumulated in f64.
     Sum,
+    /// The largest element; NaN loses, as in [`ops::max`].
     Max,
+    /// The smallest element; NaN loses, as in [`ops::min`].
     Min,
 }
 
@@ -308,6 +320,7 @@ pub mod ops {
 
     /// A number the reference library computes with.
     pub trait Scalar: Copy + PartialOrd + std::fmt::Debug {
+        /// The value as an f64, exactly (booleans as 0 or 1).
         fn to_f64(self) -> f64;
         /// Rounds floats; wraps integers.
         fn from_f64(x: f64) -> Self;
@@ -315,11 +328,17 @@ pub mod ops {
 
     /// Arithmetic with GPU semantics.
     pub trait Arith: Scalar {
+        /// `self + o`.
         fn add(self, o: Self) -> Self;
+        /// `self - o`.
         fn sub(self, o: Self) -> Self;
+        /// `self * o`.
         fn mul(self, o: Self) -> Self;
+        /// `self / o`; an integer division by zero gives all ones.
         fn div(self, o: Self) -> Self;
+        /// `-self`.
         fn neg(self) -> Self;
+        /// The absolute value.
         fn abs(self) -> Self;
     }
 
@@ -435,26 +454,32 @@ pub mod ops {
         }
     }
 
+    /// `a + b`, wrapping for integers; half types round the f32 sum.
     #[inline]
     pub fn add<T: Arith>(a: T, b: T) -> T {
         a.add(b)
     }
+    /// `a - b`, wrapping for integers; half types round the f32 difference.
     #[inline]
     pub fn sub<T: Arith>(a: T, b: T) -> T {
         a.sub(b)
     }
+    /// `a * b`, wrapping for integers; half types round the f32 product.
     #[inline]
     pub fn mul<T: Arith>(a: T, b: T) -> T {
         a.mul(b)
     }
+    /// `a / b`; an integer division by zero gives all ones, as the GPU's does.
     #[inline]
     pub fn div<T: Arith>(a: T, b: T) -> T {
         a.div(b)
     }
+    /// `-a`, wrapping for integers.
     #[inline]
     pub fn neg<T: Arith>(a: T) -> T {
         a.neg()
     }
+    /// `|a|`, wrapping for `i32::MIN`.
     #[inline]
     pub fn abs<T: Arith>(a: T) -> T {
         a.abs()
@@ -465,31 +490,38 @@ pub mod ops {
     pub fn max<T: Scalar>(a: T, b: T) -> T {
         if b > a || a.partial_cmp(&a).is_none() { b } else { a }
     }
+    /// The smaller value; a NaN operand loses, as with the GPU's `min`.
     #[inline]
     pub fn min<T: Scalar>(a: T, b: T) -> T {
         if b < a || a.partial_cmp(&a).is_none() { b } else { a }
     }
 
+    /// `a == b`.
     #[inline]
     pub fn eq<T: PartialEq>(a: T, b: T) -> bool {
         a == b
     }
+    /// `a != b`.
     #[inline]
     pub fn ne<T: PartialEq>(a: T, b: T) -> bool {
         a != b
     }
+    /// `a < b`.
     #[inline]
     pub fn lt<T: PartialOrd>(a: T, b: T) -> bool {
         a < b
     }
+    /// `a <= b`.
     #[inline]
     pub fn le<T: PartialOrd>(a: T, b: T) -> bool {
         a <= b
     }
+    /// `a > b`.
     #[inline]
     pub fn gt<T: PartialOrd>(a: T, b: T) -> bool {
         a > b
     }
+    /// `a >= b`.
     #[inline]
     pub fn ge<T: PartialOrd>(a: T, b: T) -> bool {
         a >= b
@@ -497,8 +529,12 @@ pub mod ops {
 
     /// Integer-only operations.
     pub trait Int: Copy {
+        /// `self % o`; the remainder by zero is `self`.
         fn rem(self, o: Self) -> Self;
+        /// `self << o`; shifts of 32 or more give 0.
         fn shl(self, o: Self) -> Self;
+        /// `self >> o`; shifts of 32 or more give 0 for `u32` and the sign (0 or
+        /// -1) for `i32`.
         fn shr(self, o: Self) -> Self;
     }
     impl Int for i32 {
@@ -530,14 +566,17 @@ pub mod ops {
             if o >= 32 { 0 } else { self >> o }
         }
     }
+    /// `a % b`, see [`Int::rem`].
     #[inline]
     pub fn rem<T: Int>(a: T, b: T) -> T {
         a.rem(b)
     }
+    /// `a << b`, see [`Int::shl`].
     #[inline]
     pub fn shl<T: Int>(a: T, b: T) -> T {
         a.shl(b)
     }
+    /// `a >> b`, see [`Int::shr`].
     #[inline]
     pub fn shr<T: Int>(a: T, b: T) -> T {
         a.shr(b)
@@ -545,9 +584,13 @@ pub mod ops {
 
     /// Bitwise (integers) and logical (bool) operations.
     pub trait Bits: Copy {
+        /// `self & o`.
         fn and(self, o: Self) -> Self;
+        /// `self | o`.
         fn or(self, o: Self) -> Self;
+        /// `self ^ o`.
         fn xor(self, o: Self) -> Self;
+        /// `!self`.
         fn not(self) -> Self;
     }
     macro_rules! bits {
@@ -575,23 +618,28 @@ pub mod ops {
     bits!(i32);
     bits!(u32);
     bits!(bool);
+    /// `a & b`: bitwise for integers, logical for `bool`.
     #[inline]
     pub fn and<T: Bits>(a: T, b: T) -> T {
         a.and(b)
     }
+    /// `a | b`: bitwise for integers, logical for `bool`.
     #[inline]
     pub fn or<T: Bits>(a: T, b: T) -> T {
         a.or(b)
     }
+    /// `a ^ b`: bitwise for integers, logical for `bool`.
     #[inline]
     pub fn xor<T: Bits>(a: T, b: T) -> T {
         a.xor(b)
     }
+    /// `!a`: bitwise for integers, logical for `bool`.
     #[inline]
     pub fn not<T: Bits>(a: T) -> T {
         a.not()
     }
 
+    /// `a` where `c` holds, else `b` (`select`).
     #[inline]
     pub fn select<T>(c: bool, a: T, b: T) -> T {
         if c { a } else { b }
@@ -599,6 +647,7 @@ pub mod ops {
 
     /// Transcendentals, computed exactly in f32 (half types round the result).
     pub trait Float: Scalar {
+        /// `f` applied to the value as an f32, the result rounded back to `Self`.
         fn via(self, f: fn(f32) -> f32) -> Self;
     }
     impl Float for f32 {
@@ -619,34 +668,42 @@ pub mod ops {
             bf16::from_f32(f(self.to_f32()))
         }
     }
+    /// `e^a`.
     #[inline]
     pub fn exp<T: Float>(a: T) -> T {
         a.via(f32::exp)
     }
+    /// `2^a`.
     #[inline]
     pub fn exp2<T: Float>(a: T) -> T {
         a.via(f32::exp2)
     }
+    /// The natural logarithm.
     #[inline]
     pub fn log<T: Float>(a: T) -> T {
         a.via(f32::ln)
     }
+    /// The base-2 logarithm.
     #[inline]
     pub fn log2<T: Float>(a: T) -> T {
         a.via(f32::log2)
     }
+    /// The square root.
     #[inline]
     pub fn sqrt<T: Float>(a: T) -> T {
         a.via(f32::sqrt)
     }
+    /// `1 / sqrt(a)`.
     #[inline]
     pub fn rsqrt<T: Float>(a: T) -> T {
         a.via(|x| 1.0 / x.sqrt())
     }
+    /// The hyperbolic tangent.
     #[inline]
     pub fn tanh<T: Float>(a: T) -> T {
         a.via(f32::tanh)
     }
+    /// The error function.
     #[inline]
     pub fn erf<T: Float>(a: T) -> T {
         a.via(libm::erff)
@@ -663,8 +720,10 @@ pub mod ops {
     /// Conversion between element types with Rust `as` semantics (saturating
     /// float-to-int, bit-preserving i32/u32, round-to-nearest to half types).
     pub trait CastTo<U> {
+        /// The value converted to `U`.
         fn cast(self) -> U;
     }
+    /// `a` converted to `U` (`.cast::<U>()`), see [`CastTo`].
     #[inline]
     pub fn cast<T: CastTo<U>, U>(a: T) -> U {
         a.cast()

@@ -110,6 +110,7 @@ impl Device {
         }))
     }
 
+    /// The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -273,6 +274,7 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// The device the stream runs on.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
     }

@@ -8,6 +8,7 @@ use tile_spec::DType;
 pub trait Element:
     Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static + cudarc::driver::DeviceRepr
 {
+    /// The element type's tag, as kernel parameters and variants name it.
     const DTYPE: DType;
 }
 

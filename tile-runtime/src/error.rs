@@ -3,6 +3,10 @@
 
 use std::fmt;
 
+/// Why a launch, a transfer or opening a device failed.
+///
+/// Its `Display` text names the kernel and parameter at fault and, where
+/// there is one, the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error {
     /// The NVIDIA driver library (libcuda) could not be loaded.
@@ -10,43 +14,90 @@ pub enum Error {
     /// The driver loaded but reports no CUDA device.
     NoDevice,
     /// A device index past the number of devices.
-    DeviceIndex { index: usize, count: usize },
+    DeviceIndex {
+        /// The index asked for.
+        index: usize,
+        /// How many devices there are.
+        count: usize,
+    },
     /// The device's compute capability is older than sm_90.
-    UnsupportedDevice { name: String, major: i32, minor: i32 },
+    UnsupportedDevice {
+        /// The device's name.
+        name: String,
+        /// Its compute capability, major version.
+        major: i32,
+        /// Its compute capability, minor version.
+        minor: i32,
+    },
     /// A CUDA driver call failed.
-    Driver { call: &'static str, message: String },
+    Driver {
+        /// The driver function that failed (`cuMemAlloc`, ..).
+        call: &'static str,
+        /// The driver's description of the error.
+        message: String,
+    },
     /// A tensor argument has the wrong rank.
     Rank {
+        /// The kernel launched.
         kernel: &'static str,
+        /// The tensor parameter.
         param: &'static str,
+        /// The rank the kernel indexes the tensor with.
         expected: usize,
+        /// The rank of the tensor passed.
         found: usize,
     },
     /// Data length, shape or strides that don't fit together.
     Shape(String),
     /// A tensor whose elements can't be addressed with 32-bit offsets.
     TooLarge {
+        /// The kernel launched.
         kernel: &'static str,
+        /// The tensor parameter.
         param: &'static str,
+        /// The elements the tensor spans: its largest offset plus one.
         max_offset: u64,
     },
     /// A launch grid the GPU can't run.
-    Grid { kernel: &'static str, reason: String },
+    Grid {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// What is wrong with the grid.
+        reason: String,
+    },
     /// Const values that no compiled variant has.
-    NotBuilt { kernel: &'static str, consts: Vec<i64> },
+    NotBuilt {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// The const values asked for, in parameter order.
+        consts: Vec<i64>,
+    },
     /// The variant the arguments need takes more shared memory per block
     /// than the device gives one.
     SharedMemory {
+        /// The kernel launched.
         kernel: &'static str,
+        /// Bytes of shared memory the variant needs per block.
         needs: usize,
+        /// Bytes of shared memory the device gives a block.
         device: usize,
     },
     /// A tensor that lives in another CUDA context than the stream.
-    WrongContext { kernel: &'static str, param: &'static str },
+    WrongContext {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// The tensor parameter.
+        param: &'static str,
+    },
     /// Arguments that are not what the kernel's parameters take (their
     /// number, a tensor for a scalar, an element type): what only a call
     /// past the generated launchers, which fix the types, can pass.
-    Argument { kernel: &'static str, reason: String },
+    Argument {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// What is wrong with the arguments.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -115,4 +166,5 @@ impl Error {
     }
 }
 
+/// The result of a tile call: `T`, or the [`Error`] that stopped it.
 pub type Result<T> = std::result::Result<T, Error>;

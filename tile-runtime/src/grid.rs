@@ -3,8 +3,11 @@
 /// Blocks along x, y and z; `block_id(0)` runs over `0..x`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Grid {
+    /// Blocks along x: `num_blocks(0)` in the kernel.
     pub x: u32,
+    /// Blocks along y: `num_blocks(1)` in the kernel.
     pub y: u32,
+    /// Blocks along z: `num_blocks(2)` in the kernel.
     pub z: u32,
     /// Whether the launch takes a variant whose blocks run in 2-CTA clusters that
     /// share operand tiles, where the kernel has one ([`Grid::in_clusters`]).

@@ -67,6 +67,7 @@ impl<T: Element> HostTensor<T> {
         })
     }
 
+    /// A contiguous tensor of `shape` with every element `value`.
     pub fn full(shape: &[usize], value: T) -> Self {
         let n = shape.iter().product();
         HostTensor {
@@ -76,26 +77,32 @@ impl<T: Element> HostTensor<T> {
         }
     }
 
+    /// A contiguous tensor of `shape` filled with zeros (`T::default()`).
     pub fn zeros(shape: &[usize]) -> Self {
         Self::full(shape, T::default())
     }
 
+    /// The size of each dimension.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// The distance, in elements, between neighbours along each dimension.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
+    /// The number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
 
+    /// The number of elements (the product of the shape).
     pub fn len(&self) -> usize {
         self.shape.iter().product()
     }
 
+    /// Whether the tensor has no elements (a dimension of size 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -119,6 +126,7 @@ impl<T: Element> HostTensor<T> {
         self.data[self.offset(index)]
     }
 
+    /// Writes `value` at `index` (panics when out of bounds, like slice indexing).
     pub fn set(&mut self, index: &[usize], value: T) {
         assert!(
             index.len() == self.rank() && index.iter().zip(&self.shape).all(|(i, n)| i < n),

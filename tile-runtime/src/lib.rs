@@ -10,6 +10,8 @@
 //! - the kernel registry ([`registered_kernels`]);
 //! - [`cpu`], the reference tile library the CPU versions call.
 
+#![warn(missing_docs)]
+
 mod arg;
 pub mod autotune;
 mod backend;

@@ -8,20 +8,28 @@ use tile_spec::{DType, Variant};
 /// A kernel parameter as the launcher checks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamSpec {
+    /// A tensor, `&Tensor<T>` or `&mut Tensor<T>` in the kernel's signature.
     Tensor {
+        /// The parameter's name.
         name: &'static str,
         /// The element type as written: `f32`, or a type parameter such as `T`.
         elem: &'static str,
+        /// The number of coordinates the kernel indexes it with.
         rank: usize,
+        /// Whether the kernel writes it (`&mut Tensor<T>`).
         mutable: bool,
     },
+    /// A scalar passed by value (`f32`, `i32`, ..).
     Scalar {
+        /// The parameter's name.
         name: &'static str,
+        /// The scalar's type.
         dtype: DType,
     },
 }
 
 impl ParamSpec {
+    /// The parameter's name, as written in the kernel's signature.
     pub fn name(&self) -> &'static str {
         match self {
             ParamSpec::Tensor { name, .. } | ParamSpec::Scalar { name, .. } => name,

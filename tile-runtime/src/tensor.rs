@@ -21,14 +21,17 @@ impl<T: Element> std::fmt::Debug for Tensor<T> {
 }
 
 impl<T: Element> Tensor<T> {
+    /// The size of each dimension.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// The distance, in elements, between neighbours along each dimension.
     pub fn strides(&self) -> &[usize] {
         &self.strides
     }
 
+    /// The number of dimensions.
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
@@ -38,6 +41,7 @@ impl<T: Element> Tensor<T> {
         self.shape.iter().product()
     }
 
+    /// Whether the tensor has no elements (a dimension of size 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -142,6 +146,8 @@ impl Stream {
 /// A GPU tensor argument with its element type erased, as the launcher
 /// sees it: its view, context and device address.
 pub trait TensorArg: TensorView {
+    /// The CUDA context the buffer was allocated in, which must be the
+    /// launch stream's.
     fn context(&self) -> &Arc<CudaContext>;
     /// The device address, for reading on `stream`.
     fn ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, SyncOnDrop<'a>);

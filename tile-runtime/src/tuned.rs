@@ -28,7 +28,9 @@ use tile_spec::{DType, Size, SizeArgs, Target};
 /// kernel's declaration order), in 2-CTA clusters or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuned {
+    /// The const values, in the kernel's declaration order.
     pub consts: &'static [i64],
+    /// Whether the launch runs in 2-CTA clusters ([`Grid::in_clusters`]).
     pub clusters: bool,
 }
 
