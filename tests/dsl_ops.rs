@@ -1,14 +1,19 @@
 //! One small kernel per DSL feature. Each test checks the CPU backend
 //! against plain Rust loops, then (with a GPU) the GPU against the CPU
-//! backend, on ragged shapes with poisoned outputs.
+//! backend, on ragged shapes with poisoned outputs. Each runs twice:
+//! `name` without the GPU, and `gpu::name` with it, which is reported
+//! ignored, with the reason, without a GPU (tests/common/harness.rs).
 
 mod common;
+use common::harness::{self, Test};
 use common::*;
+use std::process::ExitCode;
 use std::sync::Arc;
-use tile::{Cpu, HostTensor, Stream, bf16, f16, testing::gpu_or_skip};
+use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
 
-fn gpu(test: &str) -> Option<Stream> {
-    gpu_or_skip(test).map(|d| d.stream())
+/// The GPU's default stream, where the test has a GPU.
+fn gpu(d: &Option<Arc<Device>>) -> Option<Stream> {
+    d.as_ref().map(|d| d.stream())
 }
 
 fn cdiv(a: usize, b: usize) -> u32 {
@@ -59,8 +64,7 @@ fn column_stats<const BM: usize, const BN: usize>(
     mins.store([0, j], x.load([0, j], [BM, BN]).pad(f32::INFINITY).min(0));
 }
 
-#[test]
-fn reductions_along_axis_0() {
+fn reductions_along_axis_0(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(21);
     let (rows, cols) = (100, 70);
     let x = random_f32(&mut rng, &[rows, cols], 1.0);
@@ -79,7 +83,7 @@ fn reductions_along_axis_0() {
     assert_close("column sums", &as_f64(&out[0]), &want_sum, 1e-6);
     assert_eq!(as_f64(&out[1]), want_max);
     assert_eq!(as_f64(&out[2]), want_min);
-    let Some(s) = gpu("reductions_along_axis_0") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let xd = s.upload(&x).unwrap();
@@ -100,8 +104,7 @@ fn arg_rows<const B: usize>(x: &Tensor<f32>, amax: &mut Tensor<i32>, amin: &mut 
     amin.store([r, 0], x.load([r, 0], [1, B]).pad(f32::INFINITY).argmin(1));
 }
 
-#[test]
-fn argmax_and_argmin_pick_the_first_extreme() {
+fn argmax_and_argmin_pick_the_first_extreme(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(22);
     let (rows, cols) = (9, 300);
     let mut data = rng.normals(rows * cols, 1.0);
@@ -126,7 +129,7 @@ fn argmax_and_argmin_pick_the_first_extreme() {
         assert_eq!(amax.at(&[r, 0]), best(|a, b| a > b));
         assert_eq!(amin.at(&[r, 0]), best(|a, b| a < b));
     }
-    let Some(s) = gpu("argmax_and_argmin_pick_the_first_extreme") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut a = s.full(&[rows, 1], -1).unwrap();
@@ -145,8 +148,7 @@ fn transpose<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
     y.store([j, i], x.load([i, j], [B, B]).transpose());
 }
 
-#[test]
-fn transpose_moves_elements() {
+fn transpose_moves_elements(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(23);
     let (rows, cols) = (70, 45);
     let x = random_f32(&mut rng, &[rows, cols], 1.0);
@@ -157,7 +159,7 @@ fn transpose_moves_elements() {
             assert_eq!(y.at(&[j, i]), x.at(&[i, j]));
         }
     }
-    let Some(s) = gpu("transpose_moves_elements") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let xd = s.upload(&x).unwrap();
@@ -211,10 +213,8 @@ fn transposed_a_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, n
     });
 }
 
-#[test]
-fn mma_takes_a_transposed_a_operand() {
+fn mma_takes_a_transposed_a_operand(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(29);
-    let d = tile::testing::gpu_or_skip("mma_takes_a_transposed_a_operand");
     // Ragged M, N and K (multiples of 8, so that the vector variants run), and more tiles than SMs.
     for shape in [(200, 136, 264), (1800, 1160, 96)] {
         transposed_a_case::<f32>(d.as_ref(), &mut rng, shape, 2e-3);
@@ -277,10 +277,8 @@ fn row_max_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, (m, k): (u
     });
 }
 
-#[test]
-fn a_products_rows_reduce_within_warps() {
+fn a_products_rows_reduce_within_warps(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(37);
-    let d = tile::testing::gpu_or_skip("a_products_rows_reduce_within_warps");
     // Ragged M and K.
     for shape in [(200, 96), (64, 40)] {
         row_max_case::<f32>(d.as_ref(), &mut rng, shape, 2e-3);
@@ -315,10 +313,8 @@ fn running_products<T, const BM: usize, const BN: usize, const BK: usize>(
     out.store([m, n], total);
 }
 
-#[test]
-fn an_accumulator_read_inside_its_loop_is_complete() {
+fn an_accumulator_read_inside_its_loop_is_complete(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(41);
-    let d = tile::testing::gpu_or_skip("an_accumulator_read_inside_its_loop_is_complete");
     // Ragged M, N and K; more tiles than SMs.
     for (m, n, k) in [(200, 136, 96), (1100, 1160, 72)] {
         let a = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
@@ -375,10 +371,8 @@ fn batched_linear<const BM: usize, const BN: usize, const BK: usize>(
     y.store([batch, m, n], acc.reshape([1, BM, BN]));
 }
 
-#[test]
-fn batched_tiles_are_stored_with_their_batch_index() {
+fn batched_tiles_are_stored_with_their_batch_index(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(37);
-    let d = tile::testing::gpu_or_skip("batched_tiles_are_stored_with_their_batch_index");
     // Ragged M and N (N a multiple of 4, so that `y` is 16-byte aligned), K under a tile.
     let (batch, m, n, k) = (3, 200, 260, 24);
     let x = host::<f32>(&rng.normals(batch * m * k, 1.0), &[batch, m, k]);
@@ -420,8 +414,7 @@ fn row_sums_looped<const B: usize>(x: &Tensor<f32>, out: &mut Tensor<f32>, count
     counts.store([r, 0], full([1, 1], n));
 }
 
-#[test]
-fn loops_carry_tiles_and_scalars() {
+fn loops_carry_tiles_and_scalars(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(24);
     for cols in [1, 255, 256, 1000] {
         let rows = 5;
@@ -435,7 +428,7 @@ fn loops_carry_tiles_and_scalars() {
             .collect();
         assert_close("looped row sums", &as_f64(&out), &want, 1e-6);
         assert!(counts.to_vec().iter().all(|&c| c as usize == cols.div_ceil(256)));
-        let Some(s) = gpu("loops_carry_tiles_and_scalars") else {
+        let Some(s) = gpu(&d) else {
             continue;
         };
         let mut od = s.full(&[rows, 1], f32::NAN).unwrap();
@@ -465,8 +458,7 @@ fn branchy<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>, mode: i32) {
     }
 }
 
-#[test]
-fn branches_on_block_uniform_scalars() {
+fn branches_on_block_uniform_scalars(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(25);
     let n = 5000;
     let x = random_f32(&mut rng, &[n], 1.0);
@@ -479,7 +471,7 @@ fn branches_on_block_uniform_scalars() {
             let want = if (k / 1024) % 2 == 0 { v * scale } else { v + scale };
             assert_eq!(y.at(&[k]), want);
         }
-        let Some(s) = gpu("branches_on_block_uniform_scalars") else {
+        let Some(s) = gpu(&d) else {
             continue;
         };
         let mut yd = s.full(&[n], f32::NAN).unwrap();
@@ -516,8 +508,7 @@ fn int_ops_ref(x: i32, y: i32, k: usize) -> [i32; 6] {
     ]
 }
 
-#[test]
-fn integer_operations() {
+fn integer_operations(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(26);
     let n = 1500;
     let a = random_i32(&mut rng, &[1, n], 2000);
@@ -530,7 +521,7 @@ fn integer_operations() {
             assert_eq!(out.at(&[row, k]), *w, "row {row} element {k}");
         }
     }
-    let Some(s) = gpu("integer_operations") else { return };
+    let Some(s) = gpu(&d) else { return };
     let mut od = s.full(&[6, n], i32::MIN).unwrap();
     int_ops::launch::<512, _>(
         &s,
@@ -561,8 +552,7 @@ fn casts<const B: usize>(
     sums.store([i], hv + hv * hv);
 }
 
-#[test]
-fn casts_and_half_arithmetic_round_like_the_reference() {
+fn casts_and_half_arithmetic_round_like_the_reference(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(27);
     let n = 700;
     let x = random_f32(&mut rng, &[n], 3.0);
@@ -579,7 +569,7 @@ fn casts_and_half_arithmetic_round_like_the_reference() {
         let sq = f16::from_f32(hv.to_f32() * hv.to_f32());
         assert_eq!(sums.at(&[k]), f16::from_f32(hv.to_f32() + sq.to_f32()));
     }
-    let Some(s) = gpu("casts_and_half_arithmetic_round_like_the_reference") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut i_d = s.full(&[n], 0).unwrap();
@@ -619,8 +609,7 @@ fn math<const B: usize>(x: &Tensor<f32>, out: &mut Tensor<f32>) {
     out.store([9, i], gelu(t));
 }
 
-#[test]
-fn math_functions_match_f64() {
+fn math_functions_match_f64(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(28);
     let n = 600;
     let x = random_f32(&mut rng, &[1, n], 2.0);
@@ -644,7 +633,7 @@ fn math_functions_match_f64() {
         let want: Vec<f64> = xs.iter().map(|&t| f(t)).collect();
         assert_close(&format!("math row {r} (cpu)"), &row(&out, r), &want, 1e-6);
     }
-    let Some(s) = gpu("math_functions_match_f64") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut od = s.full(&[10, n], f32::NAN).unwrap();
@@ -693,8 +682,7 @@ fn shapes<const B: usize>(
     );
 }
 
-#[test]
-fn reshapes_broadcasts_and_3d_tiles() {
+fn reshapes_broadcasts_and_3d_tiles(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(29);
     let x = random_f32(&mut rng, &[8, 16], 1.0);
     let cube = random_f32(&mut rng, &[2, 3, 30], 1.0);
@@ -715,7 +703,7 @@ fn reshapes_broadcasts_and_3d_tiles() {
             assert!((plane.at(&[k, a]) - s).abs() < 1e-5);
         }
     }
-    let Some(s) = gpu("reshapes_broadcasts_and_3d_tiles") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut fd = s.full(&[2, 64], f32::NAN).unwrap();
@@ -756,8 +744,7 @@ fn gather_rows<const R: usize, const C: usize>(
     moved.scatter([dest], picked.sum(1).reshape([R]));
 }
 
-#[test]
-fn gather_and_scatter_by_index_tiles() {
+fn gather_and_scatter_by_index_tiles(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(30);
     let (vocab, c, n) = (40, 50, 37);
     let table = random_f32(&mut rng, &[vocab, c], 1.0);
@@ -782,7 +769,7 @@ fn gather_and_scatter_by_index_tiles() {
         sum -= (64 - c) as f64;
         assert!((moved.at(&[dest as usize]) as f64 - sum).abs() < 1e-4);
     }
-    let Some(s) = gpu("gather_and_scatter_by_index_tiles") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut od = s.full(&[n, 64], f32::NAN).unwrap();
@@ -812,8 +799,7 @@ fn scalars<const B: usize>(x: &Tensor<f32>, params: &Tensor<f32>, y: &mut Tensor
     y.store([i], t * gain + (i * 10) as f32);
 }
 
-#[test]
-fn block_uniform_scalars() {
+fn block_uniform_scalars(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(31);
     let n = 128 * 5;
     let x = random_f32(&mut rng, &[n], 1.0);
@@ -827,7 +813,7 @@ fn block_uniform_scalars() {
             assert_eq!(y.at(&[i * 128 + k]), src * 3.0 + (i * 10) as f32);
         }
     }
-    let Some(s) = gpu("block_uniform_scalars") else { return };
+    let Some(s) = gpu(&d) else { return };
     let mut yd = s.full(&[n], f32::NAN).unwrap();
     scalars::launch::<128, _>(&s, 5, &s.upload(&x).unwrap(), &s.upload(&params).unwrap(), &mut yd, 2).unwrap();
     // ptxas fuses the multiply-add into one FMA: the last bit may differ from the CPU.
@@ -842,8 +828,7 @@ fn tile_order(order: &mut Tensor<i32>, tiles_m: i32, tiles_n: i32) {
     order.store([m, n], full([1, 1], block_id(0)));
 }
 
-#[test]
-fn group_tiles_visits_every_tile_once_in_groups_of_rows() {
+fn group_tiles_visits_every_tile_once_in_groups_of_rows(d: Option<Arc<Device>>) {
     let (tm, tn) = (10, 7);
     let mut order = HostTensor::full(&[tm, tn], -1);
     tile_order::launch(&Cpu, (tm * tn) as u32, &mut order, tm as i32, tn as i32).unwrap();
@@ -854,7 +839,7 @@ fn group_tiles_visits_every_tile_once_in_groups_of_rows() {
     assert_eq!((order.at(&[8, 0]), order.at(&[9, 0]), order.at(&[8, 1])), (56, 57, 58));
     seen.sort();
     assert_eq!(seen, (0..(tm * tn) as i32).collect::<Vec<_>>());
-    let Some(s) = gpu("group_tiles_visits_every_tile_once_in_groups_of_rows") else {
+    let Some(s) = gpu(&d) else {
         return;
     };
     let mut od = s.full(&[tm, tn], -1).unwrap();
@@ -927,13 +912,58 @@ fn mma_attention_case<T: Num>(d: Option<&Arc<tile::Device>>, rng: &mut Rng, t: u
     });
 }
 
-#[test]
-fn mma_multiplies_computed_tiles_in_a_loop() {
+fn mma_multiplies_computed_tiles_in_a_loop(d: Option<Arc<Device>>) {
     let mut rng = Rng::new(31);
-    let d = tile::testing::gpu_or_skip("mma_multiplies_computed_tiles_in_a_loop");
     // A sequence shorter than one tile, and a ragged one of several.
     for t in [20, 133] {
         mma_attention_case::<f32>(d.as_ref(), &mut rng, t, 2e-3);
         mma_attention_case::<bf16>(d.as_ref(), &mut rng, t, bf16::TOL);
     }
+}
+
+fn main() -> ExitCode {
+    harness::run(
+        [
+            Test::cpu_then_gpu("reductions_along_axis_0", reductions_along_axis_0),
+            Test::cpu_then_gpu(
+                "argmax_and_argmin_pick_the_first_extreme",
+                argmax_and_argmin_pick_the_first_extreme,
+            ),
+            Test::cpu_then_gpu("transpose_moves_elements", transpose_moves_elements),
+            Test::cpu_then_gpu("mma_takes_a_transposed_a_operand", mma_takes_a_transposed_a_operand),
+            Test::cpu_then_gpu(
+                "a_products_rows_reduce_within_warps",
+                a_products_rows_reduce_within_warps,
+            ),
+            Test::cpu_then_gpu(
+                "an_accumulator_read_inside_its_loop_is_complete",
+                an_accumulator_read_inside_its_loop_is_complete,
+            ),
+            Test::cpu_then_gpu(
+                "batched_tiles_are_stored_with_their_batch_index",
+                batched_tiles_are_stored_with_their_batch_index,
+            ),
+            Test::cpu_then_gpu("loops_carry_tiles_and_scalars", loops_carry_tiles_and_scalars),
+            Test::cpu_then_gpu("branches_on_block_uniform_scalars", branches_on_block_uniform_scalars),
+            Test::cpu_then_gpu("integer_operations", integer_operations),
+            Test::cpu_then_gpu(
+                "casts_and_half_arithmetic_round_like_the_reference",
+                casts_and_half_arithmetic_round_like_the_reference,
+            ),
+            Test::cpu_then_gpu("math_functions_match_f64", math_functions_match_f64),
+            Test::cpu_then_gpu("reshapes_broadcasts_and_3d_tiles", reshapes_broadcasts_and_3d_tiles),
+            Test::cpu_then_gpu("gather_and_scatter_by_index_tiles", gather_and_scatter_by_index_tiles),
+            Test::cpu_then_gpu("block_uniform_scalars", block_uniform_scalars),
+            Test::cpu_then_gpu(
+                "group_tiles_visits_every_tile_once_in_groups_of_rows",
+                group_tiles_visits_every_tile_once_in_groups_of_rows,
+            ),
+            Test::cpu_then_gpu(
+                "mma_multiplies_computed_tiles_in_a_loop",
+                mma_multiplies_computed_tiles_in_a_loop,
+            ),
+        ]
+        .into_iter()
+        .flatten(),
+    )
 }

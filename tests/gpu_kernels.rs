@@ -3,19 +3,16 @@
 //! multiples of the tile, single rows and columns, strided (non-vectorizable)
 //! tensors, and outputs poisoned with NaN so unwritten elements show.
 //!
-//! Skips with one line without a GPU; fails under `TILE_REQUIRE_GPU=1`.
+//! Without a GPU each test is reported ignored, with the reason; under
+//! `TILE_REQUIRE_GPU=1` it fails instead (tests/common/harness.rs).
 
 mod common;
+use common::harness::{self, Test};
 use common::*;
+use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
 use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
-
-fn gpu(test: &str) -> Option<(Arc<Device>, Stream)> {
-    let d = tile::testing::gpu_or_skip(test)?;
-    let s = d.stream();
-    Some((d, s))
-}
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -64,11 +61,8 @@ fn softmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad
     assert_close(&what, &values(&s.download(&yd).unwrap()), &reference, tol);
 }
 
-#[test]
-fn softmax_matches_cpu_reference() {
-    let Some((_, s)) = gpu("softmax_matches_cpu_reference") else {
-        return;
-    };
+fn softmax_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(11);
     for (rows, cols) in ROWS.into_iter().chain([(4, 5000), (2, 8192), (2, 20000)]) {
         for pad in [0, 3] {
@@ -120,11 +114,8 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
     );
 }
 
-#[test]
-fn layer_norm_and_rms_norm_match_cpu_reference() {
-    let Some((_, s)) = gpu("layer_norm_and_rms_norm_match_cpu_reference") else {
-        return;
-    };
+fn layer_norm_and_rms_norm_match_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(12);
     for (rows, cols) in ROWS {
         for pad in [0, 1] {
@@ -177,11 +168,8 @@ fn elementwise_case<T: Num>(s: &Stream, rng: &mut Rng, n: usize) {
     check("residual_add", &acc, &want, 1e-7);
 }
 
-#[test]
-fn elementwise_kernels_match_cpu_reference() {
-    let Some((_, s)) = gpu("elementwise_kernels_match_cpu_reference") else {
-        return;
-    };
+fn elementwise_kernels_match_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(13);
     for n in [1, 3, 1000, 1024, 4099, 100_003] {
         elementwise_case::<f32>(&s, &mut rng, n);
@@ -218,11 +206,8 @@ fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
     );
 }
 
-#[test]
-fn embedding_matches_cpu_reference() {
-    let Some((_, s)) = gpu("embedding_matches_cpu_reference") else {
-        return;
-    };
+fn embedding_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(14);
     for c in [1, 100, 768, 771] {
         embedding_case::<f32>(&s, &mut rng, c);
@@ -230,11 +215,8 @@ fn embedding_matches_cpu_reference() {
     }
 }
 
-#[test]
-fn bad_arguments_are_typed_errors_not_launches() {
-    let Some((_, s)) = gpu("bad_arguments_are_typed_errors_not_launches") else {
-        return;
-    };
+fn bad_arguments_are_typed_errors_not_launches(d: Arc<Device>) {
+    let s = d.stream();
     let x = s.zeros::<f32>(&[4]).unwrap();
     let mut y = s.zeros::<f32>(&[4]).unwrap();
     let e = softmax::softmax::launch::<f32, 32, _>(&s, 1, &x, &mut y).unwrap_err();
@@ -343,11 +325,8 @@ fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) 
     }
 }
 
-#[test]
-fn linear_matches_cpu_reference() {
-    let Some((_, s)) = gpu("linear_matches_cpu_reference") else {
-        return;
-    };
+fn linear_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(15);
     for (m, n, k) in [(1, 1, 1), (5, 70, 33), (128, 384, 128), (37, 130, 100)] {
         linear_case::<f32>(&s, &mut rng, m, n, k);
@@ -391,11 +370,8 @@ fn attention_case<T: Num>(
     }
 }
 
-#[test]
-fn attention_matches_f64_reference() {
-    let Some((d, s)) = gpu("attention_matches_f64_reference") else {
-        return;
-    };
+fn attention_matches_f64_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(16);
     // On Hopper the 16-bit products run on `wgmma` (the accumulators fresh
     // each step or rescaled, `q` and `p` read from registers), elsewhere
@@ -469,11 +445,8 @@ const MATMUL_SHAPES: [(usize, usize, usize); 10] = [
     (64, 768, 768),
 ];
 
-#[test]
-fn matmul_on_tensor_cores_matches_cpu_reference() {
-    let Some((d, s)) = gpu("matmul_on_tensor_cores_matches_cpu_reference") else {
-        return;
-    };
+fn matmul_on_tensor_cores_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(17);
     on_every_path(&d, || {
         for (m, n, k) in MATMUL_SHAPES {
@@ -492,11 +465,8 @@ fn matmul_on_tensor_cores_matches_cpu_reference() {
 /// `bench-results/2026-11-24-h100-cublas-tf32-rounding.txt`). Every
 /// variant, `a @ b` and `x @ w^T`, on both paths, on shapes where blocks
 /// run in 2-CTA clusters over K-loops of 3 to 32 steps.
-#[test]
-fn tf32_products_round_their_operands_like_cublas() {
-    let Some((d, s)) = gpu("tf32_products_round_their_operands_like_cublas") else {
-        return;
-    };
+fn tf32_products_round_their_operands_like_cublas(d: Arc<Device>) {
+    let s = d.stream();
     use tile_kernels::matmul;
     let mut rng = Rng::new(29);
     let mut over = Vec::new();
@@ -540,11 +510,8 @@ fn tf32_products_round_their_operands_like_cublas() {
 /// persistent grid (the warp-specialized `wgmma` variants, and the portable
 /// ones with two tiles per persistent block) computes several, with its pipeline
 /// running on from one tile into the next.
-#[test]
-fn persistent_blocks_cover_every_tile() {
-    let Some((d, s)) = gpu("persistent_blocks_cover_every_tile") else {
-        return;
-    };
+fn persistent_blocks_cover_every_tile(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(19);
     // 17 x 9 tiles of 128x256 (and 33 x 33 of 64x64); K ragged.
     let (m, n, k) = (2100, 2056, 72);
@@ -568,11 +535,8 @@ fn persistent_blocks_cover_every_tile() {
 
 /// Persistent blocks of two tiles (portable path) take a grid of up to 8 rounds of
 /// tiles; a longer one runs on plain blocks, which were faster there.
-#[test]
-fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones() {
-    let Some((d, s)) = gpu("persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones") else {
-        return;
-    };
+fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones(d: Arc<Device>) {
+    let s = d.stream();
     use tile_kernels::matmul;
     if d.block_shared_bytes() <= 2 * SM120_BLOCK_SHARED_BYTES {
         return;
@@ -615,11 +579,8 @@ fn persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones() 
 /// without a partner. Tiles split in two warpgroups, and taking turns.
 /// `linear`'s f32 tiles are stored through TMA, panel by panel, clipped at
 /// the ragged last row and column of tiles (outputs start poisoned).
-#[test]
-fn clustered_blocks_share_tiles_of_a_column_or_load_their_own() {
-    let Some((d, s)) = gpu("clustered_blocks_share_tiles_of_a_column_or_load_their_own") else {
-        return;
-    };
+fn clustered_blocks_share_tiles_of_a_column_or_load_their_own(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(31);
     // 3 x 5 tiles of 128x256 (3 x 10 of 128x128, 6 x 20 of 64x64).
     let (m, n, k) = (379, 1272, 200);
@@ -639,11 +600,8 @@ fn clustered_blocks_share_tiles_of_a_column_or_load_their_own() {
 /// several tiles per block: where two consumer warpgroups take turns
 /// (the `wgmma` variants of one-warpgroup tiles), each skips the other's
 /// stages, many phases of their mbarriers ahead. Against the f64 reference.
-#[test]
-fn persistent_blocks_run_long_k_loops() {
-    let Some((d, s)) = gpu("persistent_blocks_run_long_k_loops") else {
-        return;
-    };
+fn persistent_blocks_run_long_k_loops(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(29);
     // 14 x 14 tiles of 128x128 (27 x 27 of 64x64): more than the blocks
     // running; 16 K-steps of 64 (32 of 32), at most 6 stages.
@@ -749,11 +707,8 @@ fn linear_tc_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usiz
     );
 }
 
-#[test]
-fn tensor_core_linear_and_batched_match_cpu_reference() {
-    let Some((d, s)) = gpu("tensor_core_linear_and_batched_match_cpu_reference") else {
-        return;
-    };
+fn tensor_core_linear_and_batched_match_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(18);
     on_every_path(&d, || {
         for (m, n, k) in MATMUL_SHAPES {
@@ -768,11 +723,8 @@ fn tensor_core_linear_and_batched_match_cpu_reference() {
 /// an LM head's 50257 columns: `x` and `w` are still copied 16 bytes at a
 /// time (TMA for `wgmma` on Hopper, `cp.async` on the portable path) and
 /// the rest is accessed element by element.
-#[test]
-fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
-    let Some((d, s)) = gpu("misaligned_outputs_keep_16_byte_copies_of_aligned_operands") else {
-        return;
-    };
+fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(23);
     on_every_path(&d, || {
         for (m, n, k) in [(130, 333, 264), (257, 1001, 72)] {
@@ -799,11 +751,8 @@ fn misaligned_outputs_keep_16_byte_copies_of_aligned_operands() {
 /// A matmul whose `b` rows are not 16 bytes apart, as an LM head's
 /// `[768, 50257]` weights in `matmul` form: on Hopper the launcher copies
 /// `b` into rows that are, for TMA, and stores `c` element by element.
-#[test]
-fn misaligned_operand_rows_are_copied_for_tma() {
-    let Some((d, s)) = gpu("misaligned_operand_rows_are_copied_for_tma") else {
-        return;
-    };
+fn misaligned_operand_rows_are_copied_for_tma(d: Arc<Device>) {
+    let s = d.stream();
     let mut rng = Rng::new(31);
     for (m, n, k) in [(130, 1001, 72), (300, 517, 1000)] {
         matmul_case::<bf16>(&s, &mut rng, m, n, k, bf16::TOL);
@@ -812,12 +761,9 @@ fn misaligned_operand_rows_are_copied_for_tma() {
     assert_launched_on_sm90a(&d, &["matmul_bf16_128_128_64_wgmma_s", "matmul_f32_128_256_32_wgmma_s"]);
 }
 
-#[test]
-fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
+fn tuned_matmul_and_linear_pick_a_tile_and_remember_it(d: Arc<Device>) {
     use tile_kernels::matmul;
-    let Some((d, s)) = gpu("tuned_matmul_and_linear_pick_a_tile_and_remember_it") else {
-        return;
-    };
+    let s = d.stream();
     let dir = std::env::temp_dir().join(format!("tile-tune-test-{}", std::process::id()));
     // SAFETY (test): set before the first tuned launch of this process reads it.
     unsafe { std::env::set_var("TILE_CACHE_DIR", &dir) };
@@ -920,4 +866,59 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it() {
         "{cached}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+fn main() -> ExitCode {
+    harness::run([
+        Test::gpu("softmax_matches_cpu_reference", softmax_matches_cpu_reference),
+        Test::gpu(
+            "layer_norm_and_rms_norm_match_cpu_reference",
+            layer_norm_and_rms_norm_match_cpu_reference,
+        ),
+        Test::gpu(
+            "elementwise_kernels_match_cpu_reference",
+            elementwise_kernels_match_cpu_reference,
+        ),
+        Test::gpu("embedding_matches_cpu_reference", embedding_matches_cpu_reference),
+        Test::gpu(
+            "bad_arguments_are_typed_errors_not_launches",
+            bad_arguments_are_typed_errors_not_launches,
+        ),
+        Test::gpu("linear_matches_cpu_reference", linear_matches_cpu_reference),
+        Test::gpu("attention_matches_f64_reference", attention_matches_f64_reference),
+        Test::gpu(
+            "matmul_on_tensor_cores_matches_cpu_reference",
+            matmul_on_tensor_cores_matches_cpu_reference,
+        ),
+        Test::gpu(
+            "tf32_products_round_their_operands_like_cublas",
+            tf32_products_round_their_operands_like_cublas,
+        ),
+        Test::gpu("persistent_blocks_cover_every_tile", persistent_blocks_cover_every_tile),
+        Test::gpu(
+            "persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones",
+            persistent_blocks_of_two_tiles_take_short_grids_and_plain_blocks_long_ones,
+        ),
+        Test::gpu(
+            "clustered_blocks_share_tiles_of_a_column_or_load_their_own",
+            clustered_blocks_share_tiles_of_a_column_or_load_their_own,
+        ),
+        Test::gpu("persistent_blocks_run_long_k_loops", persistent_blocks_run_long_k_loops),
+        Test::gpu(
+            "tensor_core_linear_and_batched_match_cpu_reference",
+            tensor_core_linear_and_batched_match_cpu_reference,
+        ),
+        Test::gpu(
+            "misaligned_outputs_keep_16_byte_copies_of_aligned_operands",
+            misaligned_outputs_keep_16_byte_copies_of_aligned_operands,
+        ),
+        Test::gpu(
+            "misaligned_operand_rows_are_copied_for_tma",
+            misaligned_operand_rows_are_copied_for_tma,
+        ),
+        Test::gpu(
+            "tuned_matmul_and_linear_pick_a_tile_and_remember_it",
+            tuned_matmul_and_linear_pick_a_tile_and_remember_it,
+        ),
+    ])
 }

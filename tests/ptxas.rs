@@ -6,11 +6,15 @@
 //! (reported, not failed: they serve tensors the fast variant cannot).
 //!
 //! `ptxas` comes from `$PTXAS`, the PATH, or the PyPI wheel
-//! `nvidia-cuda-nvcc` (`nvidia/cu13/bin/ptxas`). Without it the test skips
-//! with one line, except under CI=true, where it fails.
+//! `nvidia-cuda-nvcc` (`nvidia/cu13/bin/ptxas`). Without it the test is
+//! reported ignored, with the reason, except under CI=true, where it fails.
+//! The table of registers prints with `--nocapture` (or `--show-output`),
+//! or when the test fails.
 
+mod common;
+use common::harness::{self, Missing, Test};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 use tile::{ParamSpec, Target};
 // Links the kernel library, so that its kernels are in the registry.
 use tile_kernels as _;
@@ -184,15 +188,22 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
     outcome
 }
 
-#[test]
-fn every_kernel_variant_assembles_without_spills() {
-    let Some(ptxas) = find_ptxas() else {
+/// `ptxas`, or why the test is ignored; under CI=true a missing one fails.
+fn ptxas() -> Result<PathBuf, Missing> {
+    find_ptxas().ok_or_else(|| {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("ptxas not found under CI: install the PyPI wheel nvidia-cuda-nvcc");
         }
-        println!("skipping ptxas validation: ptxas not found (pip install nvidia-cuda-nvcc)");
-        return;
-    };
+        Missing {
+            reason: "no ptxas".to_string(),
+            detail: "ptxas is not in $PTXAS, on the PATH, or in the PyPI wheel nvidia-cuda-nvcc \
+                     (pip install nvidia-cuda-nvcc); under CI=true that is a failure."
+                .to_string(),
+        }
+    })
+}
+
+fn every_kernel_variant_assembles_without_spills(ptxas: PathBuf) {
     let kernels = tile::registered_kernels();
     assert!(
         kernels.iter().any(|k| k.module_path.starts_with("tile_kernels::")),
@@ -230,9 +241,13 @@ fn every_kernel_variant_assembles_without_spills() {
     results.sort_by_key(|(i, _)| *i);
     let mut failures = Vec::new();
     let mut checked = 0;
+    // Shown as libtest shows what a test prints: when asked, or on failure.
+    let show_table = harness::shows_output() || results.iter().any(|(_, o)| !o.failures.is_empty());
     for (_, outcome) in results {
-        for line in outcome.table {
-            println!("{line}");
+        if show_table {
+            for line in outcome.table {
+                println!("{line}");
+            }
         }
         failures.extend(outcome.failures);
         checked += outcome.checked;
@@ -240,4 +255,12 @@ fn every_kernel_variant_assembles_without_spills() {
     std::fs::remove_dir_all(&dir).ok();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     println!("{checked} variant x target combinations assembled; no fully vectorized variant spills");
+}
+
+fn main() -> ExitCode {
+    harness::run([Test::needing(
+        "every_kernel_variant_assembles_without_spills",
+        ptxas,
+        every_kernel_variant_assembles_without_spills,
+    )])
 }

@@ -3,7 +3,7 @@
 use tile::{Element, Stream, Tensor};
 
 /// A stream on the first GPU, after printing its name and architecture;
-/// `None` (after one line saying so) without a GPU, as the tests skip.
+/// `None` (after one line saying so) without a GPU.
 pub fn gpu_stream(bench: &str) -> Option<Stream> {
     let device = tile::testing::gpu_or_skip(bench)?;
     let (major, minor) = device.compute_capability();

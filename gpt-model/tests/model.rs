@@ -1,8 +1,16 @@
 //! The GPT forward pass against PyTorch's logits for the embedded model, on
 //! the CPU backend and (with a GPU) on the GPU; and typed errors for bad
-//! weights and prompts.
+//! weights and prompts. Without a GPU the GPU test is reported ignored,
+//! with the reason (the workspace's test harness, shared with `tile`'s tests).
+
+#[allow(dead_code)]
+#[path = "../../tests/common/harness.rs"]
+mod harness;
 
 use gpt_model::{CharTokenizer, DEFAULT_MODEL, Gpt, GptError, Weights};
+use harness::Test;
+use std::process::ExitCode;
+use std::sync::Arc;
 
 struct Reference {
     context: String,
@@ -43,20 +51,14 @@ fn check_against_pytorch<B: tile::Backend>(on: &B, what: &str) {
     );
 }
 
-#[test]
 fn cpu_forward_matches_pytorch() {
     check_against_pytorch(&tile::Cpu, "cpu");
 }
 
-#[test]
-fn gpu_forward_matches_pytorch() {
-    let Some(device) = tile::testing::gpu_or_skip("gpu_forward_matches_pytorch") else {
-        return;
-    };
+fn gpu_forward_matches_pytorch(device: Arc<tile::Device>) {
     check_against_pytorch(&device.stream(), "gpu");
 }
 
-#[test]
 fn corrupt_weights_are_typed_errors() {
     let bad = |bytes: &[u8]| match Weights::parse(bytes).and_then(|w| Gpt::load(&tile::Cpu, &w).map(|_| ())) {
         Err(GptError::Weights(msg)) => msg,
@@ -82,11 +84,22 @@ fn corrupt_weights_are_typed_errors() {
     assert!(bad(&empty).contains("missing tensor"), "{}", bad(&empty));
 }
 
-#[test]
 fn prompts_outside_the_vocabulary_are_typed_errors() {
     let weights = Weights::parse(DEFAULT_MODEL).unwrap();
     let tok = CharTokenizer::new(&weights.vocab);
     let ids = tok.encode("To be, or not to be").unwrap();
     assert_eq!(tok.decode(&ids), "To be, or not to be");
     assert!(matches!(tok.encode("naïve"), Err(GptError::UnknownCharacter('ï'))));
+}
+
+fn main() -> ExitCode {
+    harness::run([
+        Test::new("cpu_forward_matches_pytorch", cpu_forward_matches_pytorch),
+        Test::gpu("gpu_forward_matches_pytorch", gpu_forward_matches_pytorch),
+        Test::new("corrupt_weights_are_typed_errors", corrupt_weights_are_typed_errors),
+        Test::new(
+            "prompts_outside_the_vocabulary_are_typed_errors",
+            prompts_outside_the_vocabulary_are_typed_errors,
+        ),
+    ])
 }

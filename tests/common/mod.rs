@@ -1,5 +1,8 @@
-//! Shared test helpers: random inputs, f64 references, error measures.
+//! Shared test helpers: random inputs, f64 references, error measures;
+//! and the harness of the test binaries that need a GPU ([`harness`]).
 #![allow(dead_code)]
+
+pub mod harness;
 
 use tile::{Element, HostTensor, bf16, f16};
 
