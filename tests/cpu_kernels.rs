@@ -102,24 +102,27 @@ fn embedding_gathers_token_and_position_rows() {
     let wte = rng.normals(vocab * c, 1.0);
     let wpe = rng.normals(ctx * c, 1.0);
     let tokens: Vec<i32> = (0..b * t).map(|_| rng.below(vocab) as i32).collect();
+    // Ragged: the second sequence starts at position 5.
+    let positions: Vec<i32> = (0..b * t).map(|i| (i % t + 5 * (i / t)) as i32).collect();
     let tt = HostTensor::from_vec(tokens.clone(), &[b * t]).unwrap();
+    let pt = HostTensor::from_vec(positions.clone(), &[b * t]).unwrap();
+    let (wte_t, wpe_t) = (host::<f32>(&wte, &[vocab, c]), host::<f32>(&wpe, &[ctx, c]));
     let mut out = HostTensor::full(&[b * t, c], f32::NAN);
-    embedding::embedding::launch::<f32, 256, _>(
-        &Cpu,
-        ((b * t) as u32, cdiv(c, 256)),
-        &tt,
-        &host::<f32>(&wte, &[vocab, c]),
-        &host::<f32>(&wpe, &[ctx, c]),
-        &mut out,
-        t as i32,
-    )
-    .unwrap();
-    assert_close(
-        "embedding",
-        &values(&out),
-        &embedding_ref(&tokens, &wte, &wpe, t, c),
-        1e-6,
-    );
+    embedding::run(&Cpu, (&tt, &pt), (&wte_t, &wpe_t), &mut out).unwrap();
+    let want = embedding_ref(&tokens, &positions, &wte, &wpe, c);
+    assert_close("embedding", &values(&out), &want, 1e-6);
+
+    // Gathering rows picks them in the order asked, repeats included.
+    let rows = HostTensor::from_vec(vec![3, 0, 3, 13], &[4]).unwrap();
+    let mut picked = HostTensor::full(&[4, c], f32::NAN);
+    embedding::run_gather_rows(&Cpu, &rows, &out, &mut picked).unwrap();
+    let row = |r: usize| want[r * c..(r + 1) * c].to_vec();
+    assert_close("gather_rows", &values(&picked), &[row(3), row(0), row(3), row(13)].concat(), 1e-6);
+
+    // Disagreeing shapes are typed errors.
+    let short = HostTensor::from_vec(vec![0; 3], &[3]).unwrap();
+    let e = embedding::run(&Cpu, (&tt, &short), (&wte_t, &wpe_t), &mut out).unwrap_err();
+    assert!(matches!(e, tile::Error::Shape(_)), "{e}");
 }
 
 #[test]

@@ -183,21 +183,26 @@ fn embedding_case<T: Num>(s: &Stream, rng: &mut Rng, c: usize) {
     let wte = host::<T>(&rng.normals(vocab * c, 1.0), &[vocab, c]);
     let wpe = host::<T>(&rng.normals(ctx * c, 1.0), &[ctx, c]);
     let tokens: Vec<i32> = (0..b * t).map(|_| rng.below(vocab) as i32).collect();
+    let positions: Vec<i32> = (0..b * t).map(|i| (i % t + 3 * (i / t)) as i32).collect();
     let th = HostTensor::from_vec(tokens, &[b * t]).unwrap();
-    let grid = ((b * t) as u32, c.div_ceil(256) as u32);
+    let ph = HostTensor::from_vec(positions, &[b * t]).unwrap();
     let mut want = poisoned::<T>(&[b * t, c]);
     let mut out = s.upload(&want).unwrap();
-    embedding::embedding::launch::<T, 256, _>(
-        s,
-        grid,
-        &s.upload(&th).unwrap(),
-        &s.upload(&wte).unwrap(),
-        &s.upload(&wpe).unwrap(),
-        &mut out,
-        t as i32,
-    )
-    .unwrap();
-    embedding::embedding::launch::<T, 256, _>(&Cpu, grid, &th, &wte, &wpe, &mut want, t as i32).unwrap();
+    let (td, pd) = (s.upload(&th).unwrap(), s.upload(&ph).unwrap());
+    let (wte_d, wpe_d) = (s.upload(&wte).unwrap(), s.upload(&wpe).unwrap());
+    embedding::run(s, (&td, &pd), (&wte_d, &wpe_d), &mut out).unwrap();
+    embedding::run(&Cpu, (&th, &ph), (&wte, &wpe), &mut want).unwrap();
+    let rows = HostTensor::from_vec(vec![(b * t - 1) as i32, 0, 4], &[3]).unwrap();
+    let mut picked = s.zeros::<T>(&[3, c]).unwrap();
+    embedding::run_gather_rows(s, &s.upload(&rows).unwrap(), &out, &mut picked).unwrap();
+    let mut picked_cpu = poisoned::<T>(&[3, c]);
+    embedding::run_gather_rows(&Cpu, &rows, &want, &mut picked_cpu).unwrap();
+    assert_close(
+        &format!("gather_rows {} c={c}", T::DTYPE),
+        &values(&s.download(&picked).unwrap()),
+        &values(&picked_cpu),
+        0.0,
+    );
     assert_close(
         &format!("embedding {} c={c}", T::DTYPE),
         &values(&s.download(&out).unwrap()),

@@ -162,14 +162,11 @@ pub fn gelu_ref(x: f64) -> f64 {
     0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
 }
 
-pub fn embedding_ref(tokens: &[i32], wte: &[f64], wpe: &[f64], seq_len: usize, c: usize) -> Vec<f64> {
+pub fn embedding_ref(tokens: &[i32], positions: &[i32], wte: &[f64], wpe: &[f64], c: usize) -> Vec<f64> {
     tokens
         .iter()
-        .enumerate()
-        .flat_map(|(i, &t)| {
-            let p = i % seq_len;
-            (0..c).map(move |j| wte[t as usize * c + j] + wpe[p * c + j])
-        })
+        .zip(positions)
+        .flat_map(|(&t, &p)| (0..c).map(move |j| wte[t as usize * c + j] + wpe[p as usize * c + j]))
         .collect()
 }
 

@@ -110,6 +110,14 @@ impl Device {
         }))
     }
 
+    /// Bytes of device memory in use: total less free, as the driver counts
+    /// them (every process's allocations, and the memory this process's
+    /// allocator keeps for reuse).
+    pub fn memory_in_use(&self) -> Result<usize> {
+        let (free, total) = self.ctx.mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))?;
+        Ok(total.saturating_sub(free))
+    }
+
     /// The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
     pub fn name(&self) -> &str {
         &self.name

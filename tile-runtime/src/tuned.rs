@@ -178,15 +178,16 @@ pub fn run_tuned<B: Backend>(
             consts: Vec::new(),
         });
     }
-    if let Some(device) = on.stream().map(|s| s.device()) {
-        let mut blocks = Vec::new();
-        for &c in &candidates {
-            let g = grid(kernel, args, c)?;
-            blocks.push((c, g.x as u64 * g.y as u64 * g.z as u64));
-        }
-        if let Some(c) = under_one_wave(&blocks, device.multiprocessors() as u64) {
-            candidates = vec![c];
-        }
+    // On the CPU, where blocks run one at a time, every grid is "under one
+    // wave": the candidate with the most blocks pads the least.
+    let sms = on.stream().map_or(u64::MAX, |s| s.device().multiprocessors() as u64);
+    let mut blocks = Vec::new();
+    for &c in &candidates {
+        let g = grid(kernel, args, c)?;
+        blocks.push((c, g.x as u64 * g.y as u64 * g.z as u64));
+    }
+    if let Some(c) = under_one_wave(&blocks, sms) {
+        candidates = vec![c];
     }
     let types_named: Vec<&str> = types.iter().map(|d| d.name()).collect();
     let classes: Vec<String> = classes.iter().map(|c| c.to_string()).collect();
