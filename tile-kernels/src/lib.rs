@@ -12,6 +12,7 @@
 //! run one block per row.
 
 pub mod attention;
+pub mod decode;
 pub mod elementwise;
 pub mod embedding;
 pub mod linear;

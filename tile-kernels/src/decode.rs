@@ -1,0 +1,368 @@
+//! Attention for generation with a KV cache: each step computes one query
+//! per sequence against every key the sequence has so far, which the
+//! caches hold, flash-decoding style.
+//!
+//! The caches `k_cache, v_cache: [B, S, C]` hold each sequence's keys and
+//! values by position, `S` positions each (the cache's capacity).
+//! [`kv_write`] copies the keys and values of `qkv: [B, T, 3C]` (queries,
+//! keys, values side by side, as the fused QKV projection writes them) into
+//! them at rows `start[b] + t`: a prompt at `start = 0`, then one token per
+//! step at its position.
+//!
+//! One query per (sequence, head) reads a whole head of keys and values
+//! and does little arithmetic with each: decoding is bound by memory, and
+//! one block per (sequence, head) would leave most of a GPU idle at small
+//! batches. So [`decode_attention`] splits each (sequence, head)'s keys
+//! over `splits` blocks; each computes the softmax-weighted sum of its
+//! values with an online softmax and writes it, with its log-sum-exp, to
+//! scratch, and [`decode_combine`] weighs the splits' results by their
+//! sums into the output.
+//!
+//! `len: [B]` (i32, on the backend) says how many cached keys each
+//! sequence attends to: ragged across the batch, the current token's own
+//! key included (written before). Being device data, the values are not
+//! checked on the host; the kernels clamp them instead: a `len` above `S`
+//! attends to the `S` cached keys, and one of 0 or less gives zeros. Rows
+//! `start[b] + t` outside `0..S` are not written.
+
+use crate::shapes::{dims, expect_shapes};
+use tile::{Backend, Element, TensorView};
+
+/// `k_cache[b, start[b] + t] = qkv[b, t, C..2C]` and
+/// `v_cache[b, start[b] + t] = qkv[b, t, 2C..3C]`: the keys and values of
+/// `qkv: [B, T, 3C]` into the caches `[B, S, C]`, at the positions after
+/// `start: [B]`. Rows outside the cache (`start[b] + t` not in `0..S`) are
+/// dropped by the stores' bounds checks.
+///
+/// Grid: `(B * T, C / BLOCK)`, a block per `BLOCK` columns of one token's
+/// key and value; `BLOCK` divides `C` (as [`columns_per_block`] picks it).
+#[tile::kernel(T = [f32, bf16, f16], BLOCK = [32, 64, 128, 256])]
+pub fn kv_write<T, const BLOCK: usize>(
+    qkv: &Tensor<T>,
+    start: &Tensor<i32>,
+    k_cache: &mut Tensor<T>,
+    v_cache: &mut Tensor<T>,
+) {
+    let b = block_id(0) / qkv.shape(1);
+    let t = block_id(0) % qkv.shape(1);
+    let j = block_id(1);
+    // C in tiles: the keys start at column tile `c`, the values at `2 * c`.
+    let c = k_cache.shape(2) / BLOCK;
+    let row = start.get([b]) + t;
+    k_cache.store([b, row, j], qkv.load([b, t, c + j], [1, 1, BLOCK]));
+    v_cache.store([b, row, j], qkv.load([b, t, 2 * c + j], [1, 1, BLOCK]));
+}
+
+/// One split of flash-decoding: for the query `q = qkv[b, 0, h]` (`qkv:
+/// [B, 1, 3C]`) and the first `len[b]` keys and values of head `h` in the
+/// caches, this block's share of the keys, `BK` at a time with an online
+/// softmax. Writes `partial[b * heads + h, split] = Σ p v / Σ p` (`[D]`,
+/// f32) with `p = exp(q·k * scale)` over its keys, and
+/// `lse[b * heads + h, split] = log2 Σ p` (the scores in base 2), for
+/// [`decode_combine`].
+///
+/// Grid: `(B * heads, splits)`. The sequence's key tiles are dealt out
+/// evenly, whole tiles per split; a split left without keys (a short
+/// sequence) writes 0 with a log-sum-exp of `-inf`, which the combine
+/// weighs 0. Each `[BK, D]` tile has 4096 elements: `BK` is 128, 64 and 32
+/// for heads of 32, 64 and 128.
+#[tile::kernel(
+    T = [f32, bf16, f16],
+    num_warps = 4,
+    configs = [(BK = 128, D = 32), (BK = 64, D = 64), (BK = 32, D = 128)]
+)]
+pub fn decode_attention<T, const BK: usize, const D: usize>(
+    qkv: &Tensor<T>,
+    k_cache: &Tensor<T>,
+    v_cache: &Tensor<T>,
+    len: &Tensor<i32>,
+    partial: &mut Tensor<f32>,
+    lse: &mut Tensor<f32>,
+    heads: i32,
+    scale: f32,
+) {
+    let pair = block_id(0);
+    let split = block_id(1);
+    let b = pair / heads;
+    let h = pair % heads;
+    // The sequence's keys, at most the cache's capacity.
+    let keys = max(0, min(len.get([b]), k_cache.shape(1)));
+    let per_split = cdiv(cdiv(keys, BK), num_blocks(1));
+    let first = split * per_split;
+    let last = min(first + per_split, cdiv(keys, BK));
+    // Scores in base 2, the scale folded into the query:
+    // exp(q·k * scale) = exp2(q·k * scale * log2 e).
+    let q = qkv.load([b, 0, h], [1, 1, D]).reshape([1, D]).cast::<f32>() * (scale * f32::consts::LOG2_E);
+    let mut m = full([1, 1], f32::NEG_INFINITY);
+    let mut l = zeros([1, 1]);
+    let mut acc = zeros([1, D]);
+    for j in first..last {
+        let k = k_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
+        let v = v_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
+        let mut s = (k * q).sum(1); // [BK, 1]
+        if (j + 1) * BK > keys {
+            // The sequence's last tile: keys past its end are masked.
+            let k_pos = (j * BK + arange(BK)).reshape([BK, 1]);
+            s = select(k_pos < keys, s, f32::NEG_INFINITY);
+        }
+        let m_new = max(m, s.max(0));
+        let p = exp2(s - m_new);
+        let alpha = exp2(m - m_new);
+        l = l * alpha + p.sum(0);
+        acc = acc * alpha + (p * v).sum(0);
+        m = m_new;
+    }
+    // l is 1 or more once a key was seen (the largest score's p is 1), and
+    // 0 in a split without keys, whose partial is 0 and log-sum-exp -inf.
+    partial.store([pair, split, 0], select(l > 0.0, acc / l, 0.0).reshape([1, 1, D]));
+    lse.store([pair, split], m + log2(l));
+}
+
+/// `out[b, 0, h]` from the splits of [`decode_attention`]: with
+/// `w = exp2(lse - max lse)` per split, `Σ w partial / Σ w`, the softmax
+/// over all the sequence's keys. `partial: [B * heads, splits, D]`,
+/// `lse: [B * heads, splits]`, `out: [B, 1, C]`; `splits` up to `SPLITS`
+/// (the splits past `splits` load with a log-sum-exp of `-inf`: weight 0).
+/// A sequence without keys (every `lse` is `-inf`) gets zeros.
+///
+/// Grid: `B * heads`, a block per (sequence, head).
+#[tile::kernel(T = [f32, bf16, f16], SPLITS = [64], D = [32, 64, 128])]
+pub fn decode_combine<T, const SPLITS: usize, const D: usize>(
+    partial: &Tensor<f32>,
+    lse: &Tensor<f32>,
+    out: &mut Tensor<T>,
+    heads: i32,
+) {
+    let pair = block_id(0);
+    let o = partial.load([pair, 0, 0], [1, SPLITS, D]).reshape([SPLITS, D]);
+    let log_sums = lse
+        .load([pair, 0], [1, SPLITS])
+        .pad(f32::NEG_INFINITY)
+        .reshape([SPLITS, 1]);
+    let m = log_sums.max(0);
+    let w = exp2(log_sums - m);
+    let mixed = select(m > f32::NEG_INFINITY, (w * o).sum(0) / w.sum(0), 0.0);
+    out.store([pair / heads, 0, pair % heads], mixed.reshape([1, 1, D]).cast::<T>());
+}
+
+/// Splits [`decode_combine`] takes at most (its `SPLITS`).
+pub const MAX_SPLITS: usize = 64;
+
+/// Key tiles each split takes at least, in a full cache: fewer, and the
+/// partial results and their combination would cost more than the split saves.
+const MIN_STEPS_PER_SPLIT: usize = 4;
+
+/// Keys per step (a [`decode_attention`] `BK`) for heads of `d` columns:
+/// tiles of keys and of values of 4096 elements.
+pub fn keys_per_step(d: usize) -> usize {
+    4096 / d
+}
+
+/// A [`kv_write`] `BLOCK` for rows of `c` columns: the largest power of two
+/// up to 256 that divides `c`, `None` unless 32 does (the narrowest built).
+pub fn columns_per_block(c: usize) -> Option<usize> {
+    let block = (1 << c.trailing_zeros().min(8)) as usize;
+    (c > 0 && block >= 32).then_some(block)
+}
+
+/// Splits per (sequence, head) for `pairs` (sequence, head) pairs over a
+/// cache of `capacity` positions, `keys` per step, on a GPU of `sms`
+/// multiprocessors: enough blocks for two waves of one block per SM, as
+/// long as each split keeps [`MIN_STEPS_PER_SPLIT`] steps of a full cache;
+/// 1 to [`MAX_SPLITS`].
+fn splits_for(pairs: usize, capacity: usize, keys: usize, sms: usize) -> usize {
+    let to_fill = (2 * sms).div_ceil(pairs.max(1));
+    let most = capacity.div_ceil(MIN_STEPS_PER_SPLIT * keys);
+    to_fill.min(most).clamp(1, MAX_SPLITS)
+}
+
+/// `(batch, head size)` of decode attention, the shapes checked:
+/// `qkv: [B, 1, 3C]`, `k_cache` and `v_cache: [B, S, C]`, `len: [B]`,
+/// `out: [B, 1, C]`, and `C` in `heads` heads of 32, 64 or 128 columns.
+pub fn sizes(
+    qkv: &[usize],
+    (k_cache, v_cache): (&[usize], &[usize]),
+    len: &[usize],
+    out: &[usize],
+    heads: usize,
+) -> tile::Result<(usize, usize)> {
+    let [batch, capacity, c] = dims("k_cache", k_cache)?;
+    let from = format!("decode attention over k_cache: [B, S, C] = [{batch}, {capacity}, {c}]");
+    expect_shapes(
+        &from,
+        &[
+            ("v_cache", v_cache, &[batch, capacity, c]),
+            ("qkv", qkv, &[batch, 1, 3 * c]),
+            ("len", len, &[batch]),
+            ("out", out, &[batch, 1, c]),
+        ],
+    )?;
+    Ok((batch, head_size(c, heads)?))
+}
+
+/// The columns of each of `heads` heads in `c` channels: 32, 64 or 128
+/// (the head sizes built).
+fn head_size(c: usize, heads: usize) -> tile::Result<usize> {
+    match (heads > 0 && c.is_multiple_of(heads)).then(|| c / heads) {
+        Some(d @ (32 | 64 | 128)) => Ok(d),
+        _ => Err(tile::Error::Shape(format!(
+            "decode attention takes heads of 32, 64 or 128 columns: C = {c} in {heads} heads"
+        ))),
+    }
+}
+
+/// The scratch of [`attention`]: each split's partial output and
+/// log-sum-exp, for one batch size, head count and head size. Create it
+/// once per batch and reuse it for every step.
+pub struct DecodeScratch<B: Backend> {
+    /// `[B * heads, splits, D]`.
+    partial: B::Tensor<f32>,
+    /// `[B * heads, splits]`.
+    lse: B::Tensor<f32>,
+}
+
+impl<B: Backend> DecodeScratch<B> {
+    /// Scratch for attention over `k_cache: [B, S, C]` in `heads` heads,
+    /// with the splits picked for `on`: on a GPU, enough blocks for two
+    /// waves over its multiprocessors while each split keeps a few steps
+    /// of a full cache; on the CPU one (blocks run one at a time there).
+    pub fn new<T: Element>(on: &B, k_cache: &B::Tensor<T>, heads: usize) -> tile::Result<Self> {
+        let [batch, capacity, c] = dims("k_cache", k_cache.shape())?;
+        let d = head_size(c, heads)?;
+        let splits = match on.stream() {
+            Some(s) => splits_for(batch * heads, capacity, keys_per_step(d), s.device().multiprocessors()),
+            None => 1,
+        };
+        Self::with_splits(on, k_cache, heads, splits)
+    }
+
+    /// Scratch for attention over `k_cache: [B, S, C]` in `heads` heads,
+    /// with `splits` splits per (sequence, head): 1 to [`MAX_SPLITS`].
+    pub fn with_splits<T: Element>(on: &B, k_cache: &B::Tensor<T>, heads: usize, splits: usize) -> tile::Result<Self> {
+        let [batch, _, c] = dims("k_cache", k_cache.shape())?;
+        let d = head_size(c, heads)?;
+        if !(1..=MAX_SPLITS).contains(&splits) {
+            return Err(tile::Error::Shape(format!(
+                "decode attention takes 1 to {MAX_SPLITS} splits, not {splits}"
+            )));
+        }
+        Ok(DecodeScratch {
+            partial: on.zeros(&[batch * heads, splits, d])?,
+            lse: on.zeros(&[batch * heads, splits])?,
+        })
+    }
+
+    /// Splits per (sequence, head).
+    pub fn splits(&self) -> usize {
+        self.lse.shape()[1]
+    }
+}
+
+/// `out[b, 0] = softmax(q k^T / sqrt(D)) v` for every head, with `q` the
+/// query of `qkv[b, 0]` and `k`, `v` the first `len[b]` keys and values of
+/// the caches, on `on`; shapes as [`sizes`] checks them, `scratch` made for
+/// this batch and these heads. `len` is clamped to the cache (module
+/// docs). Two launches: [`decode_attention`], then [`decode_combine`].
+pub fn attention<T: Element, B: Backend>(
+    on: &B,
+    qkv: &B::Tensor<T>,
+    (k_cache, v_cache): (&B::Tensor<T>, &B::Tensor<T>),
+    len: &B::Tensor<i32>,
+    out: &mut B::Tensor<T>,
+    heads: usize,
+    scratch: &mut DecodeScratch<B>,
+) -> tile::Result<()> {
+    let caches = (k_cache.shape(), v_cache.shape());
+    let (batch, d) = sizes(qkv.shape(), caches, len.shape(), out.shape(), heads)?;
+    let (pairs, splits) = (batch * heads, scratch.splits());
+    expect_shapes(
+        &format!("scratch for {batch} sequences in {heads} heads of {d} columns"),
+        &[
+            ("scratch.partial", scratch.partial.shape(), &[pairs, splits, d]),
+            ("scratch.lse", scratch.lse.shape(), &[pairs, splits]),
+        ],
+    )?;
+    let scale = 1.0 / (d as f32).sqrt();
+    decode_attention::launch_with(
+        on,
+        &[keys_per_step(d), d],
+        (pairs as u32, splits as u32),
+        qkv,
+        k_cache,
+        v_cache,
+        len,
+        &mut scratch.partial,
+        &mut scratch.lse,
+        heads as i32,
+        scale,
+    )?;
+    decode_combine::launch_with(
+        on,
+        &[MAX_SPLITS, d],
+        pairs as u32,
+        &scratch.partial,
+        &scratch.lse,
+        out,
+        heads as i32,
+    )
+}
+
+/// The keys and values of `qkv: [B, T, 3C]` into `k_cache, v_cache: [B, S, C]`
+/// at rows `start[b] + t` ([`kv_write`]), on `on`. `C` must be a multiple
+/// of 32 (every head size built is). Rows outside `0..S` are not written.
+pub fn write_kv<T: Element, B: Backend>(
+    on: &B,
+    qkv: &B::Tensor<T>,
+    k_cache: &mut B::Tensor<T>,
+    v_cache: &mut B::Tensor<T>,
+    start: &B::Tensor<i32>,
+) -> tile::Result<()> {
+    let [batch, capacity, c] = dims("k_cache", k_cache.shape())?;
+    let [_, seq, _] = dims("qkv", qkv.shape())?;
+    let from = format!("writing the KV cache k_cache: [B, S, C] = [{batch}, {capacity}, {c}]");
+    expect_shapes(
+        &from,
+        &[
+            ("v_cache", v_cache.shape(), &[batch, capacity, c]),
+            ("qkv", qkv.shape(), &[batch, seq, 3 * c]),
+            ("start", start.shape(), &[batch]),
+        ],
+    )?;
+    let block = columns_per_block(c)
+        .ok_or_else(|| tile::Error::Shape(format!("writing the KV cache takes C a multiple of 32, not {c}")))?;
+    let grid = ((batch * seq) as u32, (c / block) as u32);
+    kv_write::launch_with(on, &[block], grid, qkv, start, k_cache, v_cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_blocks_are_the_largest_power_of_two_dividing_c_up_to_256() {
+        assert_eq!(columns_per_block(768), Some(256));
+        assert_eq!(columns_per_block(96), Some(32));
+        assert_eq!(columns_per_block(128), Some(128));
+        assert_eq!(columns_per_block(4096), Some(256));
+        for c in [0, 16, 48, 100] {
+            assert_eq!(columns_per_block(c), None);
+        }
+    }
+
+    #[test]
+    fn splits_fill_two_waves_while_each_keeps_a_few_steps() {
+        // An H100's 132 SMs, GPT-2's 12 heads of 64 (64 keys per step).
+        // Batch 1 with 1024 positions: 22 splits would fill two waves, but
+        // 4 keep 4 steps each.
+        assert_eq!(splits_for(12, 1024, 64, 132), 4);
+        // A long cache: two waves.
+        assert_eq!(splits_for(12, 32768, 64, 132), 22);
+        // A large batch fills the GPU alone.
+        assert_eq!(splits_for(32 * 12, 32768, 64, 132), 1);
+        // One head over a very long cache: at most MAX_SPLITS.
+        assert_eq!(splits_for(1, 1 << 20, 32, 132), MAX_SPLITS);
+        // A tiny cache: one split.
+        assert_eq!(splits_for(1, 10, 128, 132), 1);
+        assert_eq!(splits_for(1, 0, 128, 132), 1);
+    }
+}
