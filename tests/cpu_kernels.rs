@@ -117,7 +117,12 @@ fn embedding_gathers_token_and_position_rows() {
     let mut picked = HostTensor::full(&[4, c], f32::NAN);
     embedding::run_gather_rows(&Cpu, &rows, &out, &mut picked).unwrap();
     let row = |r: usize| want[r * c..(r + 1) * c].to_vec();
-    assert_close("gather_rows", &values(&picked), &[row(3), row(0), row(3), row(13)].concat(), 1e-6);
+    assert_close(
+        "gather_rows",
+        &values(&picked),
+        &[row(3), row(0), row(3), row(13)].concat(),
+        1e-6,
+    );
 
     // Disagreeing shapes are typed errors.
     let short = HostTensor::from_vec(vec![0; 3], &[3]).unwrap();

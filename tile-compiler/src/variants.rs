@@ -161,16 +161,16 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
             plan,
         });
         let mut sets = vec![(tensors.clone(), "wgmma")];
-        if operands != tensors {
-            if let Some((laid_out, plan)) = wgmma(num_warps, &operands, false)? {
-                out.push(VariantPlan {
-                    kind: "wgmma_s".to_string(),
-                    target: sm90a,
-                    laid_out,
-                    plan,
-                });
-                sets.push((operands, "wgmma_s"));
-            }
+        if operands != tensors
+            && let Some((laid_out, plan)) = wgmma(num_warps, &operands, false)?
+        {
+            out.push(VariantPlan {
+                kind: "wgmma_s".to_string(),
+                target: sm90a,
+                laid_out,
+                plan,
+            });
+            sets.push((operands, "wgmma_s"));
         }
         for (vectorized, kind) in sets.into_iter().filter(|_| clustered) {
             let planned = wgmma(num_warps, &vectorized, true)?;

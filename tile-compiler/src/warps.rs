@@ -151,10 +151,11 @@ fn default_warps(func: &ir::Func) -> u32 {
             _ => None,
         })
         .min();
-    if let Some(rows) = rows {
-        if rows < warps && max / (32 * rows) <= 32 {
-            warps = rows;
-        }
+    if let Some(rows) = rows
+        && rows < warps
+        && max / (32 * rows) <= 32
+    {
+        warps = rows;
     }
     warps as u32
 }

@@ -57,7 +57,16 @@ pub fn run<T: tile::Element, B: tile::Backend>(
         ],
     )?;
     let b = block(c);
-    embedding::launch_with(on, &[b], (n as u32, c.div_ceil(b) as u32), tokens, positions, wte, wpe, out)
+    embedding::launch_with(
+        on,
+        &[b],
+        (n as u32, c.div_ceil(b) as u32),
+        tokens,
+        positions,
+        wte,
+        wpe,
+        out,
+    )
 }
 
 /// [`gather_rows`]: `out[i] = x[rows[i]]` for `x: [M, C]`, `rows: [N]`,

@@ -103,10 +103,10 @@ fn choose_in<C: Copy + Display>(
         log_once(key, only);
         return Ok(*only);
     }
-    if let Some(c) = cache.lock().expect("autotune cache").get(key) {
-        if let Some(&found) = candidates.iter().find(|x| x.to_string() == *c) {
-            return Ok(found);
-        }
+    if let Some(c) = cache.lock().expect("autotune cache").get(key)
+        && let Some(&found) = candidates.iter().find(|x| x.to_string() == *c)
+    {
+        return Ok(found);
     }
     let mut best: Option<(C, f64)> = None;
     let mut first_error = None;

@@ -35,7 +35,10 @@ fn check_size(kernel: &KernelSpec, param: &'static str, shape: &[usize], strides
 fn allows_vectors(dtype: crate::DType, shape: &[usize], strides: &[usize], ptr: u64) -> bool {
     let v = 16 / dtype.bytes();
     let last = shape.len() - 1;
-    ptr % 16 == 0 && strides[last] == 1 && shape[last] % v == 0 && strides[..last].iter().all(|s| s % v == 0)
+    ptr.is_multiple_of(16)
+        && strides[last] == 1
+        && shape[last].is_multiple_of(v)
+        && strides[..last].iter().all(|s| s % v == 0)
 }
 
 /// A tensor argument as the launch passes it: element type, address,

@@ -36,7 +36,7 @@ pub(crate) fn encode(
     let mut dims: Vec<u64> = shape.iter().rev().map(|&n| n as u64).collect();
     let mut byte_strides: Vec<u64> = strides[..rank - 1].iter().rev().map(|&s| s as u64 * bytes).collect();
     if spec.interleaved_rows {
-        if rank < 2 || shape[rank - 2] % 8 != 0 {
+        if rank < 2 || !shape[rank - 2].is_multiple_of(8) {
             return None;
         }
         let row = byte_strides[0];

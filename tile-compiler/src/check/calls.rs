@@ -92,10 +92,10 @@ impl Checker<'_> {
                 if !ty.is_scalar() {
                     bail!(args[args.len() - 1].span(), "the fill value is a scalar, found {ty}");
                 }
-                if let Some(w) = want {
-                    if w != ty.dtype {
-                        bail!(span, "the fill value is {} but the tile is {w}", ty.dtype);
-                    }
+                if let Some(w) = want
+                    && w != ty.dtype
+                {
+                    bail!(span, "the fill value is {} but the tile is {w}", ty.dtype);
                 }
                 Ok(Val::Value(self.push(
                     OpKind::Splat(id),
@@ -162,10 +162,10 @@ impl Checker<'_> {
                 let one = Val::Weak(Weak::Int(1));
                 let num = self.binary(BinOp::Sub, sum, one, span)?;
                 let q = self.binary(BinOp::Div, num, b, span)?;
-                if let Val::Value(id) = q {
-                    if !self.ty(id).dtype.is_int() {
-                        bail!(span, "`cdiv` divides integers");
-                    }
+                if let Val::Value(id) = q
+                    && !self.ty(id).dtype.is_int()
+                {
+                    bail!(span, "`cdiv` divides integers");
                 }
                 Ok(q)
             }

@@ -46,15 +46,15 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
     cx.stmts(&kernel.body)?;
 
     for &(t, axis, span) in &cx.dim_uses {
-        if let Some(rank) = cx.ranks[t] {
-            if axis >= rank {
-                bail!(
-                    span,
-                    "axis {axis} is out of range for tensor `{}` of rank {rank}: axes count from 0 to {}",
-                    kernel.params[t].name,
-                    rank - 1
-                );
-            }
+        if let Some(rank) = cx.ranks[t]
+            && axis >= rank
+        {
+            bail!(
+                span,
+                "axis {axis} is out of range for tensor `{}` of rank {rank}: axes count from 0 to {}",
+                kernel.params[t].name,
+                rank - 1
+            );
         }
     }
     let mut params = Vec::new();
@@ -241,10 +241,10 @@ impl<'k> Checker<'k> {
     /// The element type a Rust type names here: a type parameter's current
     /// type, or a fixed one.
     pub(super) fn resolve(&self, ty: &syn::Type) -> Result<DType> {
-        if let syn::Type::Path(p) = ty {
-            if let Some(d) = p.path.get_ident().and_then(|i| self.types.get(&i.to_string())) {
-                return Ok(*d);
-            }
+        if let syn::Type::Path(p) = ty
+            && let Some(d) = p.path.get_ident().and_then(|i| self.types.get(&i.to_string()))
+        {
+            return Ok(*d);
         }
         crate::parse::type_dtype(ty)
     }

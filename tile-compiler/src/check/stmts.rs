@@ -128,12 +128,12 @@ impl Checker<'_> {
         }
         let mut out = Vec::new();
         for n in names {
-            if let Some(b) = self.lookup(&n) {
-                if b.mutable {
-                    let id = self.concrete(b.val, None, span)?;
-                    self.assign(&n, Val::Value(id));
-                    out.push((n, id));
-                }
+            if let Some(b) = self.lookup(&n)
+                && b.mutable
+            {
+                let id = self.concrete(b.val, None, span)?;
+                self.assign(&n, Val::Value(id));
+                out.push((n, id));
             }
         }
         Ok(out)

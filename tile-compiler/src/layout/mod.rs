@@ -392,7 +392,7 @@ impl Layout {
 /// warps or a warp count not a multiple of four, fewer than 64 rows per
 /// warpgroup, or fewer than 8 columns.
 pub fn wgmma_warpgroups(m: usize, n: usize, num_warps: u32) -> Option<(Vec<Bit>, usize, usize)> {
-    if num_warps < 4 || num_warps % 4 != 0 || m < 64 || n < 8 {
+    if num_warps < 4 || !num_warps.is_multiple_of(4) || m < 64 || n < 8 {
         return None;
     }
     let (mut tm, mut tn) = (m, n);

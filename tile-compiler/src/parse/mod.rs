@@ -339,14 +339,12 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
 
 /// The element type named by a Rust type (`f32`, `half::bf16`, ...).
 pub fn type_dtype(ty: &syn::Type) -> Result<DType> {
-    if let syn::Type::Path(p) = ty {
-        if p.qself.is_none() {
-            if let Some(last) = p.path.segments.last() {
-                if let Some(d) = DType::from_name(&last.ident.to_string()) {
-                    return Ok(d);
-                }
-            }
-        }
+    if let syn::Type::Path(p) = ty
+        && p.qself.is_none()
+        && let Some(last) = p.path.segments.last()
+        && let Some(d) = DType::from_name(&last.ident.to_string())
+    {
+        return Ok(d);
     }
     bail!(ty.span(), "unknown element type: expected f32, f16, bf16, i32 or u32")
 }
@@ -397,13 +395,12 @@ fn parse_stmt(s: &syn::Stmt, out: &mut Vec<Stmt>) -> Result<()> {
             if let Some(pi) = match &local.pat {
                 syn::Pat::Ident(pi) => Some(pi),
                 _ => None,
-            } {
-                if let Some(r) = &pi.by_ref {
-                    bail!(
-                        r.span(),
-                        "references into tiles don't exist: tiles are values; bind them by name"
-                    );
-                }
+            } && let Some(r) = &pi.by_ref
+            {
+                bail!(
+                    r.span(),
+                    "references into tiles don't exist: tiles are values; bind them by name"
+                );
             }
             let Some(init) = &local.init else {
                 bail!(

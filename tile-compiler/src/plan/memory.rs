@@ -277,16 +277,16 @@ fn walk(cx: &Context, specialize: Option<(bool, bool)>, stage_budget: Option<usi
         mma_live_registers: 0,
         copy_registers: 0,
     };
-    if let Some(options) = specialize.filter(|_| cx.path == MmaPath::Wgmma) {
-        if let Some(spec) = Specialization::of(cx, options, stage_budget) {
-            let var = spec.plan.var;
-            let placed = fp.place_stages(spec.plan.clone());
-            // The empty mbarriers follow the full ones, and the ready ones those.
-            let kinds = if spec.plan.transposes() { 2 } else { 1 };
-            fp.dynamic += 8 * spec.plan.stages * kinds;
-            fp.loops.insert(var, placed);
-            fp.specialization = Some(spec);
-        }
+    if let Some(options) = specialize.filter(|_| cx.path == MmaPath::Wgmma)
+        && let Some(spec) = Specialization::of(cx, options, stage_budget)
+    {
+        let var = spec.plan.var;
+        let placed = fp.place_stages(spec.plan.clone());
+        // The empty mbarriers follow the full ones, and the ready ones those.
+        let kinds = if spec.plan.transposes() { 2 } else { 1 };
+        fp.dynamic += 8 * spec.plan.stages * kinds;
+        fp.loops.insert(var, placed);
+        fp.specialization = Some(spec);
     }
     fp.ops(cx, &cx.func.body, stage_budget);
     fp

@@ -35,7 +35,9 @@ pub const TRANSPOSE_BLOCK: usize = 4;
 pub fn transposable(shape: &[usize], eb: usize) -> bool {
     let rank = shape.len();
     let rows: usize = shape[..rank - 1].iter().product();
-    eb == 16 / TRANSPOSE_BLOCK && rows % TRANSPOSE_BLOCK == 0 && shape[rank - 1] % TRANSPOSE_BLOCK == 0
+    eb == 16 / TRANSPOSE_BLOCK
+        && rows.is_multiple_of(TRANSPOSE_BLOCK)
+        && shape[rank - 1].is_multiple_of(TRANSPOSE_BLOCK)
 }
 
 /// One tile the pipeline copies each iteration.
@@ -212,7 +214,7 @@ pub fn plan_loop(
             && eb == 4
             && rank >= 2
             && load_shape[..rank - 2].iter().all(|&n| n == 1)
-            && load_shape[rank - 2] % 8 == 0;
+            && load_shape[rank - 2].is_multiple_of(8);
         staged.push(Staged {
             load,
             chain,

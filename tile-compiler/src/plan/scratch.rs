@@ -49,10 +49,10 @@ impl Conversion {
             return (Conversion::Permutation, 0);
         }
         let dtype = cx.dtype(arg);
-        if cx.operands.contains_key(&result) {
-            if let Some((_, tile)) = operand_tile(la, lb, dtype.bytes()) {
-                return (Conversion::Operand, tile.rows * tile.row_bytes);
-            }
+        if cx.operands.contains_key(&result)
+            && let Some((_, tile)) = operand_tile(la, lb, dtype.bytes())
+        {
+            return (Conversion::Operand, tile.rows * tile.row_bytes);
         }
         if let Some((tile, dropped)) = swizzled_tile(cx.path, la, lb, dtype) {
             return (Conversion::Swizzled, (tile.rows >> dropped.len()) * tile.row_bytes);

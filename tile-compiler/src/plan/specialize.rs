@@ -186,7 +186,7 @@ fn clusters_share(cx: &Context, plan: &LoopPlan, bounds: &[&Op]) -> bool {
         let shape = &cx.layout(s.load).shape;
         let rank = shape.len();
         let panels = shape[rank - 1] * s.eb / s.swizzle(shape).line_bytes();
-        panels % 2 == 0 || shape[..rank - 1].iter().product::<usize>() % 16 == 0
+        panels.is_multiple_of(2) || shape[..rank - 1].iter().product::<usize>() % 16 == 0
     });
     let f32_operands = plan.staged.iter().all(|s| s.eb == 4);
     let fixed_bounds = !bounds.iter().any(|op| matches!(op.kind, OpKind::BlockId(0)));
