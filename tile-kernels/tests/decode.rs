@@ -1,11 +1,18 @@
 //! Decode attention with a KV cache (`tile_kernels::decode`) against an f64
 //! reference of softmax attention over each sequence's first `len` keys,
 //! and against the causal prefill kernel: on the CPU versions here, and
-//! the same cases on the GPU (skipped with one line without one; a failure
+//! the same cases on the GPU (reported as ignored without one; a failure
 //! under `TILE_REQUIRE_GPU=1`).
 //!
 //! Every case is written once, generic over the backend.
 
+#[allow(dead_code)]
+#[path = "../../tests/common/harness.rs"]
+mod harness;
+
+use harness::Test;
+use std::process::ExitCode;
+use std::sync::Arc;
 use tile::prelude::*;
 use tile::{Element, Error};
 use tile_kernels::attention;
@@ -253,7 +260,6 @@ fn ragged_cases<T: Num, B: Backend>(on: &B, rng: &mut Rng, pad: usize, tol: f64)
     }
 }
 
-#[test]
 fn decode_attention_matches_f64_reference() {
     let mut rng = Rng::new(1);
     ragged_cases::<f32, _>(&Cpu, &mut rng, 0, f32::TOL);
@@ -263,7 +269,6 @@ fn decode_attention_matches_f64_reference() {
 
 /// One key: the output is that key's value, exactly, however many splits
 /// are left empty.
-#[test]
 fn one_key_gives_its_value_exactly_over_empty_splits() {
     fn case<T: Num>(rng: &mut Rng) {
         let shape = Shape {
@@ -285,7 +290,6 @@ fn one_key_gives_its_value_exactly_over_empty_splits() {
 
 /// `len` is device data, clamped by the kernels: past the cache's capacity
 /// it attends to every cached key, and at 0 or less gives zeros, not NaN.
-#[test]
 fn lengths_outside_the_cache_are_clamped() {
     let mut rng = Rng::new(3);
     for splits in [Some(1), Some(4), None] {
@@ -358,7 +362,6 @@ const STARTS: [i32; 6] = [0, 17, -2, 25, 9, i32::MAX];
 /// 128 and 256 columns per block).
 const WIDTHS: [usize; 4] = [96, 192, 128, 768];
 
-#[test]
 fn kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache() {
     let mut rng = Rng::new(4);
     for c in WIDTHS {
@@ -443,7 +446,6 @@ fn generation_case<T: Num, B: Backend>(
 /// every head size.
 const PROMPTS: [usize; 4] = [1, 5, 70, 33];
 
-#[test]
 fn decode_after_kv_write_matches_causal_prefill() {
     let mut rng = Rng::new(5);
     for (heads, d) in [(2, 32), (3, 64), (1, 128)] {
@@ -459,7 +461,6 @@ fn is_shape_error<T>(r: tile::Result<T>, names: &str) -> bool {
     matches!(r, Err(Error::Shape(m)) if m.contains(names))
 }
 
-#[test]
 fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     let (batch, capacity, heads, d) = (2, 16, 3, 32);
     let c = heads * d;
@@ -560,11 +561,7 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
 
 // ---- the same on the GPU ----------------------------------------------------
 
-#[test]
-fn gpu_decode_attention_matches_f64_reference_and_cpu() {
-    let Some(device) = tile::testing::gpu_or_skip("gpu_decode_attention_matches_f64_reference_and_cpu") else {
-        return;
-    };
+fn gpu_decode_attention_matches_f64_reference_and_cpu(device: Arc<Device>) {
     let s = device.stream();
     // exp2 and log2 are the hardware's approximations on the GPU.
     let f32_tol = 5e-5;
@@ -618,11 +615,7 @@ fn gpu_decode_attention_matches_f64_reference_and_cpu() {
     }
 }
 
-#[test]
-fn gpu_kv_write_matches_cpu() {
-    let Some(device) = tile::testing::gpu_or_skip("gpu_kv_write_matches_cpu") else {
-        return;
-    };
+fn gpu_kv_write_matches_cpu(device: Arc<Device>) {
     let s = device.stream();
     let mut rng = Rng::new(10);
     for c in WIDTHS {
@@ -634,11 +627,7 @@ fn gpu_kv_write_matches_cpu() {
     }
 }
 
-#[test]
-fn gpu_decode_after_kv_write_matches_causal_prefill() {
-    let Some(device) = tile::testing::gpu_or_skip("gpu_decode_after_kv_write_matches_causal_prefill") else {
-        return;
-    };
+fn gpu_decode_after_kv_write_matches_causal_prefill(device: Arc<Device>) {
     let s = device.stream();
     let mut rng = Rng::new(11);
     for (heads, d) in [(2, 32), (3, 64), (1, 128), (12, 64)] {
@@ -647,4 +636,42 @@ fn gpu_decode_after_kv_write_matches_causal_prefill() {
         generation_case::<bf16, _>(&s, &mut rng, (heads, d), &PROMPTS, 4, bf16::TOL);
         generation_case::<f16, _>(&s, &mut rng, (heads, d), &PROMPTS, 4, 4e-3);
     }
+}
+
+fn main() -> ExitCode {
+    harness::run([
+        Test::new(
+            "decode_attention_matches_f64_reference",
+            decode_attention_matches_f64_reference,
+        ),
+        Test::new(
+            "one_key_gives_its_value_exactly_over_empty_splits",
+            one_key_gives_its_value_exactly_over_empty_splits,
+        ),
+        Test::new(
+            "lengths_outside_the_cache_are_clamped",
+            lengths_outside_the_cache_are_clamped,
+        ),
+        Test::new(
+            "kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache",
+            kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache,
+        ),
+        Test::new(
+            "decode_after_kv_write_matches_causal_prefill",
+            decode_after_kv_write_matches_causal_prefill,
+        ),
+        Test::new(
+            "mismatched_shapes_are_typed_errors_and_launch_nothing",
+            mismatched_shapes_are_typed_errors_and_launch_nothing,
+        ),
+        Test::gpu(
+            "gpu_decode_attention_matches_f64_reference_and_cpu",
+            gpu_decode_attention_matches_f64_reference_and_cpu,
+        ),
+        Test::gpu("gpu_kv_write_matches_cpu", gpu_kv_write_matches_cpu),
+        Test::gpu(
+            "gpu_decode_after_kv_write_matches_causal_prefill",
+            gpu_decode_after_kv_write_matches_causal_prefill,
+        ),
+    ])
 }
