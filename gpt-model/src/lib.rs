@@ -1,25 +1,55 @@
 //! GPT-2 in the tile DSL, read like llm.c: one function per layer, each a
-//! few kernel launches from `tile-kernels`.
+//! few kernel launches from `tile-kernels`, on any `tile::Backend` — a GPU
+//! stream (kernels launched through the driver) or `tile::Cpu` (the
+//! kernels' CPU versions).
 //!
-//! The default model, embedded in the binary, is a small character-level
-//! GPT-2 (4 layers, 4 heads, 128 channels, 128-character context) trained on
-//! Shakespeare's plays by `train/train_char_gpt.py`. The same code runs on
-//! any `tile::Backend`: a GPU stream (kernels launched through the driver)
-//! or, without one, `tile::Cpu` (the kernels' CPU reference versions).
+//! Load → prefill → decode step → sample:
+//!
+//! ```
+//! use gpt_model::{Checkpoint, Gpt, Sampler, Sampling, Tokenizer};
+//!
+//! # fn main() -> gpt_model::Result<()> {
+//! let checkpoint = Checkpoint::embedded()?; // or Checkpoint::open("gpt2")?
+//! let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
+//! let on = tile::Cpu; // or a GPU: tile::Device::new(0)?.stream()
+//! let model: Gpt<_, f32> = Gpt::load(&on, &checkpoint)?;
+//! let prompt = tokenizer.encode("ROMEO:")?;
+//! let mut cache = model.cache(&on, 1, 32)?;
+//! let mut logits = model.prefill(&on, &mut cache, &[prompt])?;
+//! let mut sampler = Sampler::new(Sampling::GREEDY);
+//! for _ in 0..4 {
+//!     let next = sampler.pick(&logits);
+//!     print!("{}", tokenizer.decode(&[next]));
+//!     logits = model.decode(&on, &mut cache, &[Some(next)])?;
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`generate()`] runs that loop for a batch of prompts, streaming tokens as
+//! they come. The default model, embedded in the binary, is a small
+//! character-level GPT-2 trained on Shakespeare's plays by
+//! `train/train_char_gpt.py`; [`Checkpoint::open`] reads OpenAI's GPT-2
+//! (and any checkpoint of its architecture) from a Hugging Face directory
+//! or the Hub.
 
 #![warn(missing_docs)]
 
-pub mod backend;
+pub mod checkpoint;
+pub mod config;
 pub mod error;
+pub mod generate;
+mod hub;
+pub mod kv_cache;
 pub mod model;
 pub mod sample;
 pub mod tokenizer;
-pub mod weights;
 
+pub use checkpoint::{Checkpoint, DEFAULT_MODEL};
+pub use config::Config;
 pub use error::{GptError, Result};
-pub use model::{Config, Gpt};
-pub use tokenizer::CharTokenizer;
-pub use weights::Weights;
-
-/// The default model: weights and vocabulary in one safetensors file.
-pub const DEFAULT_MODEL: &[u8] = include_bytes!("../assets/shakespeare-char.safetensors");
+pub use generate::{Output, Request, Stop, generate};
+pub use kv_cache::KvCache;
+pub use model::{Float, Gpt};
+pub use sample::{Sampler, Sampling};
+pub use tokenizer::{TextStream, Tokenizer};

@@ -1,136 +1,310 @@
 //! The GPT-2 forward pass, one function per layer (as in llm.c's
-//! `train_gpt2.cu`), each a few kernel launches on a [`tile::Backend`] (a GPU
-//! stream or `tile::Cpu`).
+//! `train_gpt2.cu`), each a few kernel launches from `tile-kernels` on a
+//! [`tile::Backend`]: a GPU stream or `tile::Cpu`.
+//!
+//! Three passes share the layers: [`Gpt::forward`] (every position's
+//! logits, no cache), [`Gpt::prefill`] (a batch of prompts, writing their
+//! keys and values into a [`KvCache`]) and [`Gpt::decode`] (one token per
+//! sequence, attending to the cache).
 
-use crate::backend::{self, Tensor};
-use crate::{Result, Weights};
-use tile::Backend;
+use crate::checkpoint::Checkpoint;
+use crate::config::Config;
+use crate::kv_cache::KvCache;
+use crate::{GptError, Result};
+use tile::{Backend, Element, TensorView};
+use tile_kernels::{attention, decode, embedding, matmul, norm};
 
-/// The shape of a model.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// The number of transformer blocks.
-    pub n_layer: usize,
-    /// The number of attention heads per block.
-    pub n_head: usize,
-    /// The width of the residual stream (channels); `n_embd / n_head` is the
-    /// head size.
-    pub n_embd: usize,
-    /// The longest context the model was trained on.
-    pub block_size: usize,
-    /// The number of tokens.
-    pub vocab_size: usize,
+/// The element types a model runs in: f32 (tensor-core products in tf32),
+/// bf16 and f16.
+pub trait Float: Element + num_traits::Float {}
+impl<T: Element + num_traits::Float> Float for T {}
+
+/// A weight and its bias.
+type Affine<X> = (X, X);
+
+/// One transformer block's parameters, named as GPT-2's checkpoints name
+/// them; projections stored `[out, in]`.
+struct Block<X> {
+    ln_1: Affine<X>,
+    c_attn: Affine<X>,
+    attn_proj: Affine<X>,
+    ln_2: Affine<X>,
+    c_fc: Affine<X>,
+    mlp_proj: Affine<X>,
 }
 
-/// One transformer block's parameters.
-struct Block<T> {
-    ln_1: (T, T),
-    c_attn: (T, T),
-    c_proj: (T, T),
-    ln_2: (T, T),
-    c_fc: (T, T),
-    mlp_proj: (T, T),
-}
-
-/// A GPT-2 model whose parameters live on backend `B`.
-pub struct Gpt<B: Backend> {
+/// A GPT-2 model whose parameters live on backend `B` in element type `T`.
+pub struct Gpt<B: Backend, T: Float> {
     /// The model's shape.
     pub config: Config,
-    wte: Tensor<B>,
-    wpe: Tensor<B>,
-    blocks: Vec<Block<Tensor<B>>>,
-    ln_f: (Tensor<B>, Tensor<B>),
-    /// The LM head shares `wte`; it has no bias of its own.
-    zero_bias: Tensor<B>,
+    wte: B::Tensor<T>,
+    wpe: B::Tensor<T>,
+    blocks: Vec<Block<B::Tensor<T>>>,
+    ln_f: Affine<B::Tensor<T>>,
+    /// The LM head is `wte`, without a bias of its own.
+    zero_bias: B::Tensor<T>,
 }
 
-impl<B: Backend> Gpt<B> {
+/// How the attention of one pass reads its keys and values.
+enum Attend<'c, B: Backend, T: Float> {
+    /// Causal attention within the pass's tokens (`forward`).
+    Within,
+    /// Causal attention within the tokens, whose keys and values are also
+    /// written to the cache from position 0 (`prefill`).
+    WithinAndCache(&'c mut KvCache<B, T>),
+    /// One token per sequence attending to the cache (`decode`).
+    Cache(&'c mut KvCache<B, T>),
+}
+
+impl<B: Backend, T: Float> Gpt<B, T> {
     /// Uploads the parameters, checking every tensor's shape.
-    pub fn load(on: &B, weights: &Weights) -> Result<Gpt<B>> {
-        let cfg = weights.config;
+    pub fn load(on: &B, checkpoint: &Checkpoint) -> Result<Gpt<B, T>> {
+        let cfg = checkpoint.config;
         let c = cfg.n_embd;
-        let param = |name: &str, shape: &[usize]| -> Result<Tensor<B>> {
-            Ok(on.upload_slice(&weights.tensor(name, shape)?, shape)?)
+        let upload = |values: Vec<f32>, shape: &[usize]| -> Result<B::Tensor<T>> {
+            let values: Vec<T> = values.into_iter().map(|v| T::from(v).unwrap_or_else(T::nan)).collect();
+            Ok(on.upload_slice(&values, shape)?)
         };
-        let pair = |prefix: &str, out: usize, inp: Option<usize>| -> Result<(Tensor<B>, Tensor<B>)> {
-            let w = match inp {
-                Some(i) => param(&format!("{prefix}.weight"), &[out, i])?,
-                None => param(&format!("{prefix}.weight"), &[out])?,
-            };
-            Ok((w, param(&format!("{prefix}.bias"), &[out])?))
+        let vector = |name: &str, n: usize| upload(checkpoint.tensor(name, &[n])?, &[n]);
+        let norm = |prefix: &str| -> Result<Affine<B::Tensor<T>>> {
+            Ok((
+                vector(&format!("{prefix}.weight"), c)?,
+                vector(&format!("{prefix}.bias"), c)?,
+            ))
+        };
+        let conv1d = |prefix: &str, inp: usize, out: usize| -> Result<Affine<B::Tensor<T>>> {
+            let w = checkpoint.conv1d(&format!("{prefix}.weight"), inp, out)?;
+            Ok((upload(w, &[out, inp])?, vector(&format!("{prefix}.bias"), out)?))
         };
         let blocks = (0..cfg.n_layer)
             .map(|l| {
                 let p = |n: &str| format!("h.{l}.{n}");
                 Ok(Block {
-                    ln_1: pair(&p("ln_1"), c, None)?,
-                    c_attn: pair(&p("c_attn"), 3 * c, Some(c))?,
-                    c_proj: pair(&p("c_proj"), c, Some(c))?,
-                    ln_2: pair(&p("ln_2"), c, None)?,
-                    c_fc: pair(&p("c_fc"), 4 * c, Some(c))?,
-                    mlp_proj: pair(&p("mlp_proj"), c, Some(4 * c))?,
+                    ln_1: norm(&p("ln_1"))?,
+                    c_attn: conv1d(&p("attn.c_attn"), c, 3 * c)?,
+                    attn_proj: conv1d(&p("attn.c_proj"), c, c)?,
+                    ln_2: norm(&p("ln_2"))?,
+                    c_fc: conv1d(&p("mlp.c_fc"), c, 4 * c)?,
+                    mlp_proj: conv1d(&p("mlp.c_proj"), 4 * c, c)?,
                 })
             })
             .collect::<Result<_>>()?;
+        let table = |name: &str, rows: usize| upload(checkpoint.tensor(name, &[rows, c])?, &[rows, c]);
         Ok(Gpt {
             config: cfg,
-            wte: param("wte.weight", &[cfg.vocab_size, c])?,
-            wpe: param("wpe.weight", &[cfg.block_size, c])?,
+            wte: table("wte.weight", cfg.vocab_size)?,
+            wpe: table("wpe.weight", cfg.n_positions)?,
             blocks,
-            ln_f: pair("ln_f", c, None)?,
+            ln_f: norm("ln_f")?,
             zero_bias: on.zeros(&[cfg.vocab_size])?,
         })
     }
 
-    /// Logits for every position of `tokens` (at most `block_size` of them),
-    /// row-major `[tokens.len(), vocab_size]`.
+    /// A cache for `batch` sequences of up to `capacity` tokens each (at
+    /// most the model's context).
+    pub fn cache(&self, on: &B, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
+        KvCache::new(on, &self.config, batch, capacity)
+    }
+
+    /// Logits for every position of `tokens` (1 to `n_positions` of them),
+    /// row-major `[tokens.len(), vocab_size]`; nothing is cached.
     pub fn forward(&self, on: &B, tokens: &[u32]) -> Result<Vec<f32>> {
-        let cfg = self.config;
-        let (t, c) = (tokens.len(), cfg.n_embd);
-        assert!(
-            (1..=cfg.block_size).contains(&t),
-            "the context holds 1 to block_size tokens"
-        );
-        let ids: Vec<i32> = tokens.iter().map(|&x| x as i32).collect();
-        let mut x = on.zeros(&[t, c])?;
-        let ids = on.upload_slice(&ids, &[t])?;
-        backend::embedding(on, &ids, (&self.wte, &self.wpe), &mut x, t)?;
-        for block in &self.blocks {
-            x = self.attention_block(on, block, x, t)?;
-            x = self.mlp_block(on, block, x, t)?;
+        self.check_tokens(tokens)?;
+        let t = tokens.len();
+        let x = self.embed(on, tokens, &(0..t as i32).collect::<Vec<_>>())?;
+        let x = self.layers(on, x, (1, t), Attend::Within)?;
+        self.logits(on, &x)
+    }
+
+    /// Runs a batch of prompts (one per cache sequence, of any lengths up to
+    /// the cache's capacity), writes their keys and values into `cache`, and
+    /// returns the logits of each prompt's last token, `[batch, vocab_size]`.
+    ///
+    /// The prompts are padded on the right to the longest: causal attention
+    /// never lets a prompt's tokens see the padding after them, and each
+    /// sequence's decoding overwrites its padding in the cache.
+    pub fn prefill(&self, on: &B, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        if prompts.len() != cache.batch() {
+            return Err(GptError::Prompt(format!(
+                "{} prompts for a cache of {} sequences",
+                prompts.len(),
+                cache.batch()
+            )));
         }
-        let mut h = on.zeros(&[t, c])?;
-        backend::layer_norm(on, &x, (&self.ln_f.0, &self.ln_f.1), &mut h)?;
-        let mut logits = on.zeros(&[t, cfg.vocab_size])?;
-        backend::linear(on, &h, (&self.wte, &self.zero_bias), &mut logits, false)?;
-        Ok(on.download(&logits)?.to_vec())
+        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        if longest > cache.capacity() {
+            return Err(GptError::Prompt(format!(
+                "a prompt of {longest} tokens is longer than the cache's {} positions",
+                cache.capacity()
+            )));
+        }
+        let (b, t) = (prompts.len(), longest);
+        let mut tokens = Vec::with_capacity(b * t);
+        for p in prompts {
+            self.check_tokens(p)?;
+            tokens.extend(p.iter().copied().chain(std::iter::repeat_n(0, t - p.len())));
+        }
+        let positions: Vec<i32> = (0..b * t).map(|i| (i % t) as i32).collect();
+        let x = self.embed(on, &tokens, &positions)?;
+        cache.begin(on, &vec![0; b], t)?;
+        let x = self.layers(on, x, (b, t), Attend::WithinAndCache(cache))?;
+        let last: Vec<i32> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i * t + p.len() - 1) as i32)
+            .collect();
+        let mut rows = on.zeros(&[b, self.config.n_embd])?;
+        embedding::run_gather_rows(on, &on.upload_slice(&last, &[b])?, &x, &mut rows)?;
+        cache.set_lengths(prompts.iter().map(Vec::len));
+        self.logits(on, &rows)
+    }
+
+    /// Runs one token per sequence of `cache`, each at its sequence's next
+    /// position, appends their keys and values, and returns the logits,
+    /// `[batch, vocab_size]`. A finished sequence (`None`) keeps its slot in
+    /// the batch without growing: its row of logits is meaningless.
+    pub fn decode(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+        if tokens.len() != cache.batch() {
+            return Err(GptError::Prompt(format!(
+                "{} tokens for a cache of {} sequences",
+                tokens.len(),
+                cache.batch()
+            )));
+        }
+        let mut positions = Vec::with_capacity(tokens.len());
+        for (s, (token, &len)) in tokens.iter().zip(cache.lengths()).enumerate() {
+            match token {
+                Some(_) if len >= cache.capacity() => {
+                    return Err(GptError::Prompt(format!(
+                        "sequence {s} fills the cache's {} positions",
+                        cache.capacity()
+                    )));
+                }
+                Some(_) if len == 0 => {
+                    return Err(GptError::Prompt(format!("sequence {s} has no prompt: prefill first")));
+                }
+                Some(_) => positions.push(len),
+                None => positions.push(len.saturating_sub(1)),
+            }
+        }
+        let ids: Vec<u32> = tokens.iter().map(|t| t.unwrap_or(0)).collect();
+        self.check_tokens(&ids)?;
+        cache.begin(on, &positions, 1)?;
+        let positions: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
+        let x = self.embed(on, &ids, &positions)?;
+        let x = self.layers(on, x, (ids.len(), 1), Attend::Cache(cache))?;
+        cache.advance(tokens.iter().map(Option::is_some));
+        self.logits(on, &x)
+    }
+
+    /// Token ids within the vocabulary, at most the context.
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        let cfg = &self.config;
+        if tokens.is_empty() || tokens.len() > cfg.n_positions {
+            return Err(GptError::Prompt(format!(
+                "{} tokens: the model takes 1 to {} at a time",
+                tokens.len(),
+                cfg.n_positions
+            )));
+        }
+        match tokens.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+            Some(t) => Err(GptError::Prompt(format!(
+                "token id {t} is outside the model's vocabulary of {}",
+                cfg.vocab_size
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Token plus position embeddings, `[tokens, C]`.
+    fn embed(&self, on: &B, tokens: &[u32], positions: &[i32]) -> Result<B::Tensor<T>> {
+        let n = tokens.len();
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let (ids, positions) = (on.upload_slice(&ids, &[n])?, on.upload_slice(positions, &[n])?);
+        let mut x = on.zeros(&[n, self.config.n_embd])?;
+        embedding::run(on, (&ids, &positions), (&self.wte, &self.wpe), &mut x)?;
+        Ok(x)
+    }
+
+    /// Every block over `x: [b·t, C]`, `b` sequences of `t` tokens.
+    fn layers(
+        &self,
+        on: &B,
+        mut x: B::Tensor<T>,
+        (b, t): (usize, usize),
+        mut attend: Attend<B, T>,
+    ) -> Result<B::Tensor<T>> {
+        for (l, block) in self.blocks.iter().enumerate() {
+            x = self.attention_block(on, block, x, (b, t), l, &mut attend)?;
+            x = self.mlp_block(on, block, x)?;
+        }
+        Ok(x)
     }
 
     /// `x + proj(attention(ln_1(x)))`.
-    fn attention_block(&self, on: &B, p: &Block<Tensor<B>>, x: Tensor<B>, t: usize) -> Result<Tensor<B>> {
+    fn attention_block(
+        &self,
+        on: &B,
+        p: &Block<B::Tensor<T>>,
+        x: B::Tensor<T>,
+        (b, t): (usize, usize),
+        layer: usize,
+        attend: &mut Attend<B, T>,
+    ) -> Result<B::Tensor<T>> {
         let c = self.config.n_embd;
-        let mut h = on.zeros(&[t, c])?;
-        backend::layer_norm(on, &x, (&p.ln_1.0, &p.ln_1.1), &mut h)?;
-        let mut qkv = on.zeros(&[t, 3 * c])?;
-        backend::linear(on, &h, (&p.c_attn.0, &p.c_attn.1), &mut qkv, false)?;
-        let qkv = on.reshape(qkv, &[1, t, 3 * c])?;
-        let mut att = on.zeros(&[1, t, c])?;
-        backend::attention(on, &qkv, &mut att, self.config.n_head)?;
-        let att = on.reshape(att, &[t, c])?;
-        let mut out = on.zeros(&[t, c])?;
-        backend::linear_residual(on, &att, (&p.c_proj.0, &p.c_proj.1), &x, &mut out)?;
+        let heads = self.config.n_head;
+        let h = self.layer_norm(on, &x, &p.ln_1)?;
+        let mut qkv = on.zeros(&[b * t, 3 * c])?;
+        matmul::run_linear(on, &h, &p.c_attn.0, &p.c_attn.1, &mut qkv, false)?;
+        let qkv = on.reshape(qkv, &[b, t, 3 * c])?;
+        let mut att = on.zeros(&[b, t, c])?;
+        match attend {
+            Attend::Within => attention::run(on, &qkv, &mut att, heads)?,
+            Attend::WithinAndCache(cache) => {
+                let c = cache.layer(layer);
+                decode::write_kv(on, &qkv, c.k, c.v, c.starts)?;
+                attention::run(on, &qkv, &mut att, heads)?;
+            }
+            Attend::Cache(cache) => {
+                let c = cache.layer(layer);
+                decode::write_kv(on, &qkv, c.k, c.v, c.starts)?;
+                decode::attention(on, &qkv, (c.k, c.v), c.ends, &mut att, heads, c.scratch)?;
+            }
+        }
+        let att = on.reshape(att, &[b * t, c])?;
+        let mut out = on.zeros(&[b * t, c])?;
+        matmul::run_linear_residual(on, (&att, &p.attn_proj.0, &p.attn_proj.1), &x, &mut out)?;
         Ok(out)
     }
 
     /// `x + proj(gelu(fc(ln_2(x))))`.
-    fn mlp_block(&self, on: &B, p: &Block<Tensor<B>>, x: Tensor<B>, t: usize) -> Result<Tensor<B>> {
+    fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, x: B::Tensor<T>) -> Result<B::Tensor<T>> {
         let c = self.config.n_embd;
-        let mut h = on.zeros(&[t, c])?;
-        backend::layer_norm(on, &x, (&p.ln_2.0, &p.ln_2.1), &mut h)?;
-        let mut fc = on.zeros(&[t, 4 * c])?;
-        backend::linear(on, &h, (&p.c_fc.0, &p.c_fc.1), &mut fc, true)?;
-        let mut out = on.zeros(&[t, c])?;
-        backend::linear_residual(on, &fc, (&p.mlp_proj.0, &p.mlp_proj.1), &x, &mut out)?;
+        let n = x.len() / c;
+        let h = self.layer_norm(on, &x, &p.ln_2)?;
+        let mut fc = on.zeros(&[n, 4 * c])?;
+        matmul::run_linear(on, &h, &p.c_fc.0, &p.c_fc.1, &mut fc, true)?;
+        let mut out = on.zeros(&[n, c])?;
+        matmul::run_linear_residual(on, (&fc, &p.mlp_proj.0, &p.mlp_proj.1), &x, &mut out)?;
         Ok(out)
+    }
+
+    fn layer_norm(&self, on: &B, x: &B::Tensor<T>, (w, b): &Affine<B::Tensor<T>>) -> Result<B::Tensor<T>> {
+        let mut h = on.zeros(x.shape())?;
+        norm::run_layer_norm(on, x, w, b, &mut h, self.config.layer_norm_epsilon)?;
+        Ok(h)
+    }
+
+    /// `ln_f(x) @ wte^T` for `x: [rows, C]`, downloaded as f32.
+    fn logits(&self, on: &B, x: &B::Tensor<T>) -> Result<Vec<f32>> {
+        let h = self.layer_norm(on, x, &self.ln_f)?;
+        let mut logits = on.zeros(&[x.shape()[0], self.config.vocab_size])?;
+        matmul::run_linear(on, &h, &self.wte, &self.zero_bias, &mut logits, false)?;
+        Ok(on
+            .download(&logits)?
+            .to_vec()
+            .into_iter()
+            .map(|v| v.to_f32().unwrap_or(f32::NAN))
+            .collect())
     }
 }

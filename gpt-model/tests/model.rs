@@ -1,105 +1,340 @@
-//! The GPT forward pass against PyTorch's logits for the embedded model, on
-//! the CPU backend and (with a GPU) on the GPU; and typed errors for bad
-//! weights and prompts. Without a GPU the GPU test is reported ignored,
-//! with the reason (the workspace's test harness, shared with `tile`'s tests).
+//! The GPT against `transformers` and PyTorch: the embedded model's logits,
+//! a tiny GPT-2 checkpoint written by `transformers.save_pretrained` (logits
+//! and greedy tokens), KV-cache decoding against recomputation, ragged
+//! batches against their prompts alone; and typed errors for bad
+//! checkpoints, prompts and sampling parameters. On the CPU always; on the
+//! GPU where there is one.
 
 #[allow(dead_code)]
 #[path = "../../tests/common/harness.rs"]
 mod harness;
 
-use gpt_model::{CharTokenizer, DEFAULT_MODEL, Gpt, GptError, Weights};
+use gpt_model::{Checkpoint, Gpt, GptError, Request, Sampling, Tokenizer, generate};
 use harness::Test;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use tile::Backend;
 
-struct Reference {
-    context: String,
-    first: Vec<f64>,
-    last: Vec<f64>,
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn reference() -> Reference {
-    let v: serde_json::Value = serde_json::from_str(include_str!("../assets/reference.json")).unwrap();
-    let floats = |k: &str| -> Vec<f64> { v[k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect() };
-    Reference {
-        context: v["context"].as_str().unwrap().to_string(),
-        first: floats("first_logits"),
-        last: floats("last_logits"),
-    }
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+fn tokens(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// `|got - want| / |want|` over the whole vector.
 fn rel_err(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
     let num: f64 = got.iter().zip(want).map(|(a, b)| (*a as f64 - b).powi(2)).sum();
     let den: f64 = want.iter().map(|b| b * b).sum();
     (num / den).sqrt()
 }
 
-fn check_against_pytorch<B: tile::Backend>(on: &B, what: &str) {
-    let weights = Weights::parse(DEFAULT_MODEL).unwrap();
-    let model = Gpt::load(on, &weights).unwrap();
-    let r = reference();
-    let tokens = CharTokenizer::new(&weights.vocab).encode(&r.context).unwrap();
-    let logits = model.forward(on, &tokens).unwrap();
+fn greedy(prompts: Vec<Vec<u32>>, max_new_tokens: usize) -> Request {
+    Request {
+        prompts,
+        max_new_tokens,
+        sampling: Sampling::GREEDY,
+        stop: None,
+    }
+}
+
+/// The embedded model's logits for a fixed context against PyTorch's
+/// (f32, TF32 products allowed there: within about 1e-3).
+fn embedded_matches_pytorch<B: Backend>(on: &B, what: &str, tol: f64) {
+    let checkpoint = Checkpoint::embedded().unwrap();
+    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let r = json(&Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/reference.json"));
+    let ids = Tokenizer::for_checkpoint(&checkpoint)
+        .encode(r["context"].as_str().unwrap())
+        .unwrap();
+    let logits = model.forward(on, &ids).unwrap();
     let v = model.config.vocab_size;
-    let (first, last) = (&logits[..v], &logits[(tokens.len() - 1) * v..]);
-    // PyTorch ran in f32 with TF32 matmuls allowed: agree to about 1e-3.
-    let (e1, e2) = (rel_err(first, &r.first), rel_err(last, &r.last));
-    println!("{what}: logits' relative error to PyTorch {e1:.2e} (first position), {e2:.2e} (last)");
-    assert!(
-        e1 < 2e-3 && e2 < 2e-3,
-        "{what}: logits differ from PyTorch: {e1:.2e}, {e2:.2e}"
-    );
+    let first = rel_err(&logits[..v], &floats(&r["first_logits"]));
+    let last = rel_err(&logits[(ids.len() - 1) * v..], &floats(&r["last_logits"]));
+    println!("{what}: logits' relative error to PyTorch {first:.2e} (first position), {last:.2e} (last)");
+    assert!(first < tol && last < tol, "{what}: {first:.2e}, {last:.2e}");
 }
 
-fn cpu_forward_matches_pytorch() {
-    check_against_pytorch(&tile::Cpu, "cpu");
+/// The tiny GPT-2 against `transformers` (IEEE f32 on the CPU): every
+/// position's logits within `tol`, and the greedy continuations, alone and
+/// as one ragged batch.
+fn tiny_matches_transformers<B: Backend>(on: &B, what: &str, tol: f64) {
+    let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
+    let r = json(&fixtures().join("tiny-gpt2-reference.json"));
+    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let v = model.config.vocab_size;
+    let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(tokens).collect();
+    let want_greedy: Vec<Vec<u32>> = r["greedy"].as_array().unwrap().iter().map(tokens).collect();
+    for (i, p) in prompts.iter().enumerate() {
+        let logits = model.forward(on, p).unwrap();
+        let want: Vec<f64> = r["logits"][i].as_array().unwrap().iter().flat_map(floats).collect();
+        let e = rel_err(&logits, &want);
+        println!(
+            "{what}: prompt {i}: logits' relative error to transformers {e:.2e} over {} positions",
+            p.len()
+        );
+        assert!(e <= tol, "{what}: prompt {i}: {e:.2e}");
+        assert_eq!(logits.len(), p.len() * v);
+        let alone = generate(on, &model, &greedy(vec![p.clone()], 24), |_, _| true).unwrap();
+        assert_eq!(alone.tokens[0], want_greedy[i], "{what}: greedy tokens of prompt {i}");
+    }
+    let batch = generate(on, &model, &greedy(prompts, 24), |_, _| true).unwrap();
+    assert_eq!(batch.tokens, want_greedy, "{what}: greedy tokens of the batch");
 }
 
-fn gpu_forward_matches_pytorch(device: Arc<tile::Device>) {
-    check_against_pytorch(&device.stream(), "gpu");
+/// Decoding with the cache gives, at every step, the logits of recomputing
+/// the whole sequence.
+fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
+    let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
+    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let v = model.config.vocab_size;
+    let mut seq = vec![5, 77, 300, 12, 12, 9];
+    let mut cache = model.cache(on, 1, 40).unwrap();
+    let mut logits = model.prefill(on, &mut cache, std::slice::from_ref(&seq)).unwrap();
+    for step in 0..12 {
+        let full = model.forward(on, &seq).unwrap();
+        let e = rel_err(
+            &logits,
+            &full[(seq.len() - 1) * v..]
+                .iter()
+                .map(|&x| x as f64)
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            e <= tol,
+            "{what}: step {step}: cached logits differ from recomputation by {e:.2e}"
+        );
+        let next = gpt_model::sample::argmax(&logits);
+        seq.push(next);
+        logits = model.decode(on, &mut cache, &[Some(next)]).unwrap();
+    }
+    assert_eq!(cache.lengths(), &[18]);
 }
 
-fn corrupt_weights_are_typed_errors() {
-    let bad = |bytes: &[u8]| match Weights::parse(bytes).and_then(|w| Gpt::load(&tile::Cpu, &w).map(|_| ())) {
-        Err(GptError::Weights(msg)) => msg,
-        Err(other) => panic!("expected a weights error, got {other}"),
-        Ok(()) => panic!("corrupt weights were accepted"),
+/// A ragged batch, sampled, generates what each prompt generates alone.
+fn batch_equals_alone<B: Backend>(on: &B, what: &str) {
+    let checkpoint = Checkpoint::embedded().unwrap();
+    let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
+    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let texts = ["ROMEO:\n", "JULIET:\nO Romeo, Romeo! wherefore art thou", "A"];
+    let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tokenizer.encode(t).unwrap()).collect();
+    let sampling = Sampling {
+        temperature: 0.8,
+        top_k: Some(20),
+        top_p: Some(0.95),
+        seed: 3,
     };
-    assert!(bad(&[]).contains("not a safetensors file"));
-    assert!(bad(&DEFAULT_MODEL[..DEFAULT_MODEL.len() / 2]).contains("not a safetensors file"));
-    let mut flipped = DEFAULT_MODEL.to_vec();
-    flipped[0] ^= 0x55;
-    assert!(!bad(&flipped).is_empty());
-
-    // A well-formed file without the model's tensors.
-    let tensors: Vec<(String, safetensors::tensor::TensorView)> = vec![];
-    let meta = [
-        ("vocab".to_string(), "\"ab\"".to_string()),
-        (
-            "config".to_string(),
-            r#"{"n_layer":1,"n_head":1,"n_embd":32,"block_size":8}"#.to_string(),
-        ),
-    ];
-    let empty = safetensors::serialize(tensors, Some(meta.into_iter().collect())).unwrap();
-    assert!(bad(&empty).contains("missing tensor"), "{}", bad(&empty));
+    let request = |prompts: Vec<Vec<u32>>| Request {
+        prompts,
+        max_new_tokens: 12,
+        sampling,
+        stop: None,
+    };
+    let batch = generate(on, &model, &request(prompts.clone()), |_, _| true).unwrap();
+    for (i, p) in prompts.into_iter().enumerate() {
+        let alone = generate(on, &model, &request(vec![p]), |_, _| true).unwrap();
+        assert_eq!(batch.tokens[i], alone.tokens[0], "{what}: sequence {i}");
+    }
 }
 
-fn prompts_outside_the_vocabulary_are_typed_errors() {
-    let weights = Weights::parse(DEFAULT_MODEL).unwrap();
-    let tok = CharTokenizer::new(&weights.vocab);
-    let ids = tok.encode("To be, or not to be").unwrap();
-    assert_eq!(tok.decode(&ids), "To be, or not to be");
-    assert!(matches!(tok.encode("naïve"), Err(GptError::UnknownCharacter('ï'))));
+fn cpu_embedded_model_matches_pytorch() {
+    embedded_matches_pytorch(&tile::Cpu, "cpu", 2e-3);
+}
+
+fn cpu_tiny_gpt2_matches_transformers() {
+    tiny_matches_transformers(&tile::Cpu, "cpu", 1e-4);
+}
+
+fn cpu_kv_cache_decoding_equals_recomputation() {
+    kv_cache_equals_recomputation(&tile::Cpu, "cpu", 1e-5);
+}
+
+fn cpu_ragged_batch_equals_its_prompts_alone() {
+    batch_equals_alone(&tile::Cpu, "cpu");
+}
+
+fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
+    let s = device.stream();
+    embedded_matches_pytorch(&s, "gpu", 2e-3);
+    // f32 through tf32 on the tensor cores.
+    tiny_matches_transformers(&s, "gpu", 3e-3);
+    kv_cache_equals_recomputation(&s, "gpu", 3e-3);
+    batch_equals_alone(&s, "gpu");
+}
+
+fn a_stop_token_ends_its_sequence_only() {
+    let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
+    let model: Gpt<_, f32> = Gpt::load(&tile::Cpu, &checkpoint).unwrap();
+    let r = json(&fixtures().join("tiny-gpt2-reference.json"));
+    let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(tokens).collect();
+    let want: Vec<Vec<u32>> = r["greedy"].as_array().unwrap().iter().map(tokens).collect();
+    // The first sequence's fourth greedy token as the stop token: each
+    // sequence ends before its first.
+    let stop = want[0][3];
+    let mut request = greedy(prompts, 24);
+    request.stop = Some(stop);
+    let out = generate(&tile::Cpu, &model, &request, |_, _| true).unwrap();
+    let until = |w: &[u32]| w.iter().position(|&t| t == stop).unwrap_or(w.len());
+    assert!(until(&want[0]) <= 3);
+    assert_eq!(out.tokens[0], want[0][..until(&want[0])]);
+    assert_eq!(out.stops[0], gpt_model::Stop::EndOfText);
+    assert_eq!(out.tokens[1], want[1][..until(&want[1])]);
+    // A callback that refuses more tokens stops everything.
+    let mut seen = 0;
+    let out = generate(&tile::Cpu, &model, &greedy(vec![vec![1, 2]], 24), |_, _| {
+        seen += 1;
+        seen < 5
+    })
+    .unwrap();
+    assert_eq!(out.tokens[0].len(), 5);
+    assert_eq!(out.stops[0], gpt_model::Stop::Caller);
+}
+
+fn the_context_ends_generation_with_a_clear_stop() {
+    let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
+    let model: Gpt<_, f32> = Gpt::load(&tile::Cpu, &checkpoint).unwrap();
+    // 60 prompt tokens in a context of 64: 5 more tokens, then the context is full.
+    let out = generate(
+        &tile::Cpu,
+        &model,
+        &greedy(vec![vec![7; 60], vec![8; 3]], 30),
+        |_, _| true,
+    )
+    .unwrap();
+    assert_eq!(out.tokens[0].len(), 5);
+    assert_eq!(out.stops[0], gpt_model::Stop::ContextFull);
+    assert_eq!(out.tokens[1].len(), 30);
+    assert_eq!(out.stops[1], gpt_model::Stop::Length);
+    let e = generate(&tile::Cpu, &model, &greedy(vec![vec![7; 65]], 1), |_, _| true).unwrap_err();
+    assert!(matches!(e, GptError::Prompt(_)), "{e}");
+}
+
+/// A `'static` copy of `bytes`, as `Checkpoint::from_embedded` takes them.
+fn leak(bytes: Vec<u8>) -> &'static [u8] {
+    Box::leak(bytes.into_boxed_slice())
+}
+
+fn bad_checkpoints_are_errors_naming_the_file_and_tensor() {
+    let load = |c: gpt_model::Result<Checkpoint>| -> String {
+        match c.and_then(|c| Gpt::<_, f32>::load(&tile::Cpu, &c).map(|_| ())) {
+            Err(e) => e.to_string(),
+            Ok(()) => panic!("a bad checkpoint was accepted"),
+        }
+    };
+    let model = gpt_model::DEFAULT_MODEL;
+    assert!(load(Checkpoint::from_embedded(&[], "empty.safetensors")).contains("empty.safetensors"));
+    assert!(load(Checkpoint::from_embedded(&model[..model.len() / 2], "half")).contains("not a safetensors file"));
+    let mut flipped = model.to_vec();
+    flipped[0] ^= 0x55;
+    assert!(!load(Checkpoint::from_embedded(leak(flipped), "flipped")).is_empty());
+
+    // A well-formed file without the model's tensors, and one with a tensor
+    // of the wrong shape.
+    let meta = |config: &str| {
+        Some(
+            [
+                ("config".to_string(), config.to_string()),
+                ("vocab".to_string(), "\"ab\"".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        )
+    };
+    let config = r#"{"n_layer":1,"n_head":1,"n_embd":32,"n_positions":8,"vocab_size":2}"#;
+    let empty: Vec<(String, safetensors::tensor::TensorView)> = vec![];
+    let bytes = leak(safetensors::serialize(empty, meta(config)).unwrap());
+    let e = load(Checkpoint::from_embedded(bytes, "no-tensors.safetensors"));
+    assert!(
+        e.contains("no-tensors.safetensors") && e.contains("missing tensor `h.0.ln_1.weight`"),
+        "{e}"
+    );
+    let data = vec![0u8; 31 * 4];
+    let ln = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![31], &data).unwrap();
+    let bytes = leak(safetensors::serialize([("h.0.ln_1.weight".to_string(), ln)], meta(config)).unwrap());
+    let e = load(Checkpoint::from_embedded(bytes, "shapes.safetensors"));
+    assert!(e.contains("`h.0.ln_1.weight` has shape [31], expected [32]"), "{e}");
+    // A config the kernels aren't built for (heads of 16).
+    let bad = r#"{"n_layer":1,"n_head":2,"n_embd":32,"n_positions":8,"vocab_size":2}"#;
+    let bytes =
+        leak(safetensors::serialize(Vec::<(String, safetensors::tensor::TensorView)>::new(), meta(bad)).unwrap());
+    assert!(load(Checkpoint::from_embedded(bytes, "heads")).contains("heads of 16"));
+
+    // Directories: missing files name the path.
+    let e = load(Checkpoint::from_dir(Path::new("/nonexistent/model")));
+    assert!(e.contains("/nonexistent/model/config.json"), "{e}");
+}
+
+fn bad_prompts_and_sampling_parameters_are_errors() {
+    let checkpoint = Checkpoint::embedded().unwrap();
+    let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
+    let e = tokenizer.encode("naïve").unwrap_err().to_string();
+    assert!(e.contains("'ï'") && e.contains("ABC"), "{e}");
+    let model: Gpt<_, f32> = Gpt::load(&tile::Cpu, &checkpoint).unwrap();
+    let vocab = model.config.vocab_size as u32;
+    let err = |request: Request| generate(&tile::Cpu, &model, &request, |_, _| true).unwrap_err();
+    assert!(matches!(err(greedy(vec![], 5)), GptError::Prompt(_)));
+    assert!(matches!(err(greedy(vec![vec![]], 5)), GptError::Prompt(_)));
+    assert!(matches!(err(greedy(vec![vec![vocab]], 5)), GptError::Prompt(_)));
+    for (temperature, top_k, top_p) in [
+        (f32::NAN, None, None),
+        (-1.0, None, None),
+        (1.0, Some(0), None),
+        (1.0, None, Some(1.5)),
+    ] {
+        let mut r = greedy(vec![vec![1]], 5);
+        r.sampling = Sampling {
+            temperature,
+            top_k,
+            top_p,
+            seed: 0,
+        };
+        assert!(matches!(err(r), GptError::Sampling(_)));
+    }
 }
 
 fn main() -> ExitCode {
     harness::run([
-        Test::new("cpu_forward_matches_pytorch", cpu_forward_matches_pytorch),
-        Test::gpu("gpu_forward_matches_pytorch", gpu_forward_matches_pytorch),
-        Test::new("corrupt_weights_are_typed_errors", corrupt_weights_are_typed_errors),
+        Test::new("cpu_embedded_model_matches_pytorch", cpu_embedded_model_matches_pytorch),
+        Test::new("cpu_tiny_gpt2_matches_transformers", cpu_tiny_gpt2_matches_transformers),
         Test::new(
-            "prompts_outside_the_vocabulary_are_typed_errors",
-            prompts_outside_the_vocabulary_are_typed_errors,
+            "cpu_kv_cache_decoding_equals_recomputation",
+            cpu_kv_cache_decoding_equals_recomputation,
         ),
+        Test::new(
+            "cpu_ragged_batch_equals_its_prompts_alone",
+            cpu_ragged_batch_equals_its_prompts_alone,
+        ),
+        Test::new(
+            "a_stop_token_ends_its_sequence_only",
+            a_stop_token_ends_its_sequence_only,
+        ),
+        Test::new(
+            "the_context_ends_generation_with_a_clear_stop",
+            the_context_ends_generation_with_a_clear_stop,
+        ),
+        Test::new(
+            "bad_checkpoints_are_errors_naming_the_file_and_tensor",
+            bad_checkpoints_are_errors_naming_the_file_and_tensor,
+        ),
+        Test::new(
+            "bad_prompts_and_sampling_parameters_are_errors",
+            bad_prompts_and_sampling_parameters_are_errors,
+        ),
+        Test::gpu("gpu_model_matches_the_references", gpu_model_matches_the_references),
     ])
 }

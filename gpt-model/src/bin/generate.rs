@@ -1,97 +1,229 @@
-//! Generates text with the embedded Shakespeare model (or a weights file),
-//! on the GPU when there is one and on the kernels' CPU versions otherwise.
+//! Generates text with a GPT-2 written in the tile DSL: the embedded
+//! Shakespeare model by default, or OpenAI's GPT-2 (or any checkpoint of its
+//! architecture) from a Hugging Face directory or Hub id; on the GPU when
+//! there is one, else on the kernels' CPU versions.
 //!
-//! `cargo run --release -p gpt-model --bin generate -- --prompt "ROMEO:" --tokens 300`
+//! `cargo run --release -p gpt-model --bin generate -- --model gpt2 --prompt "The meaning of life is"`
 
-use clap::Parser;
-use gpt_model::{CharTokenizer, DEFAULT_MODEL, Gpt, GptError, Weights, sample::Sampler};
-use std::io::Write;
+use clap::{Parser, ValueEnum};
+use gpt_model::{Checkpoint, Float, Gpt, GptError, Output, Request, Sampling, TextStream, Tokenizer, generate};
+use half::{bf16, f16};
+use std::io::{ErrorKind, Write};
+use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(about = "Generate text with a GPT written in the tile DSL")]
+#[command(about = "Generate text with a GPT-2 written in the tile DSL")]
 struct Args {
-    /// Text to continue.
-    #[arg(long, default_value = "ROMEO:\n")]
-    prompt: String,
-    /// Characters to generate.
-    #[arg(long, default_value_t = 300)]
-    tokens: usize,
-    /// Sampling temperature; 0 picks the most likely character.
+    /// A directory holding config.json and model.safetensors, or a Hugging
+    /// Face Hub id (gpt2, gpt2-medium, gpt2-large, gpt2-xl, ..); by default
+    /// the embedded character-level Shakespeare model.
+    #[arg(long)]
+    model: Option<String>,
+    /// Text to continue; repeat for a batch (one sequence per prompt).
+    #[arg(long)]
+    prompt: Vec<String>,
+    /// A file of prompts, one a line, added to the batch.
+    #[arg(long)]
+    prompts: Option<std::path::PathBuf>,
+    /// Tokens to generate per sequence.
+    #[arg(long, visible_alias = "tokens", default_value_t = 300)]
+    max_new_tokens: usize,
+    /// Sampling temperature; 0 picks the most likely token (greedy).
     #[arg(long, default_value_t = 0.8)]
     temperature: f32,
+    /// Sample among the k most likely tokens only.
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Sample among the fewest most likely tokens whose probability reaches p.
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Seeds the sampling: the same seed gives the same text.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Run the kernels' CPU reference versions even when a GPU is present.
+    /// The element type the model runs in (f32 multiplies through tf32 on
+    /// the tensor cores).
+    #[arg(long, value_enum, default_value_t = Dtype::F32)]
+    dtype: Dtype,
+    /// Run the kernels' CPU versions even when a GPU is present.
     #[arg(long)]
     cpu: bool,
-    /// A safetensors model file instead of the embedded one.
-    #[arg(long)]
-    weights: Option<std::path::PathBuf>,
 }
 
-fn run<B: tile::Backend>(on: &B, weights: &Weights, args: &Args) -> Result<(), GptError> {
-    let model = Gpt::load(on, weights)?;
-    let tokenizer = CharTokenizer::new(&weights.vocab);
-    let mut tokens = tokenizer.encode(&args.prompt)?;
-    if tokens.is_empty() {
-        tokens = tokenizer.encode("\n")?;
-    }
-    let mut sampler = Sampler::new(args.seed, args.temperature);
-    print!("{}", args.prompt);
-    let start = Instant::now();
-    let vocab = model.config.vocab_size;
-    for _ in 0..args.tokens {
-        let window = &tokens[tokens.len().saturating_sub(model.config.block_size)..];
-        let logits = model.forward(on, window)?;
-        let next = sampler.pick(&logits[(window.len() - 1) * vocab..]);
-        tokens.push(next);
-        print!("{}", tokenizer.decode(&[next]));
-        std::io::stdout().flush().ok();
-    }
-    let secs = start.elapsed().as_secs_f64();
-    eprintln!(
-        "\n\n[{} characters in {secs:.2} s, {:.1} per second]",
-        args.tokens,
-        args.tokens as f64 / secs
-    );
-    Ok(())
+#[derive(Clone, Copy, ValueEnum)]
+enum Dtype {
+    F32,
+    Bf16,
+    F16,
 }
 
-fn main() -> std::process::ExitCode {
+/// What ended a run early: an error, or a reader that closed the output.
+enum Failure {
+    Model(GptError),
+    Output(std::io::Error),
+}
+
+impl From<GptError> for Failure {
+    fn from(e: GptError) -> Failure {
+        Failure::Model(e)
+    }
+}
+
+fn main() -> ExitCode {
     let args = Args::parse();
-    let bytes = match &args.weights {
-        Some(path) => match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("can't read {}: {e}", path.display());
-                return std::process::ExitCode::FAILURE;
-            }
-        },
-        None => DEFAULT_MODEL.to_vec(),
-    };
-    let result = Weights::parse(&bytes).and_then(|weights| {
-        let gpu = if args.cpu { None } else { Some(tile::Device::new(0)) };
-        match gpu {
-            Some(Ok(device)) => {
-                eprintln!("[running on {} through the CUDA driver]", device.name());
-                run(&device.stream(), &weights, &args)
-            }
-            other => {
-                let why = match other {
-                    Some(Err(e)) => format!("no usable GPU: {e}"),
-                    _ => "--cpu".to_string(),
-                };
-                eprintln!("[{why}; running the kernels' CPU reference versions]");
-                run(&tile::Cpu, &weights, &args)
-            }
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `generate | head`: the reader has what it wanted.
+        Err(Failure::Output(e)) if e.kind() == ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("error: writing the output: {e}");
+            ExitCode::FAILURE
         }
-    });
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Failure::Model(e)) => {
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
+}
+
+fn run(args: &Args) -> Result<(), Failure> {
+    let sampling = Sampling {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+    }
+    .validate()?;
+    let loading = Instant::now();
+    let checkpoint = match &args.model {
+        Some(m) => Checkpoint::open(m)?,
+        None => Checkpoint::embedded()?,
+    };
+    let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
+    let mut texts = args.prompt.clone();
+    if let Some(path) = &args.prompts {
+        let file = std::fs::read_to_string(path).map_err(|error| GptError::Io {
+            path: path.clone(),
+            error,
+        })?;
+        texts.extend(file.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    }
+    if texts.is_empty() {
+        texts.push(
+            if checkpoint.vocab.is_some() {
+                "ROMEO:\n"
+            } else {
+                "The meaning of life is"
+            }
+            .to_string(),
+        );
+    }
+    let prompts = texts
+        .iter()
+        .map(|t| tokenizer.encode(t))
+        .collect::<gpt_model::Result<Vec<_>>>()?;
+    let request = Request {
+        prompts,
+        max_new_tokens: args.max_new_tokens,
+        sampling,
+        stop: tokenizer.end_of_text(),
+    };
+    request.check(&checkpoint.config)?;
+    let job = Job {
+        checkpoint: &checkpoint,
+        tokenizer: &tokenizer,
+        texts: &texts,
+        request: &request,
+        loading,
+    };
+    let device = if args.cpu { None } else { Some(tile::Device::new(0)) };
+    match device {
+        Some(Ok(device)) => {
+            eprintln!("[running on {} through the CUDA driver]", device.name());
+            job.run_in(&device.stream(), args.dtype)
+        }
+        other => {
+            let why = match other {
+                Some(Err(e)) => format!("no usable GPU: {e}"),
+                _ => "--cpu".to_string(),
+            };
+            eprintln!("[{why}; running the kernels' CPU versions]");
+            job.run_in(&tile::Cpu, args.dtype)
+        }
+    }
+}
+
+/// One invocation's inputs, run on a backend in an element type.
+struct Job<'a> {
+    checkpoint: &'a Checkpoint,
+    tokenizer: &'a Tokenizer,
+    texts: &'a [String],
+    request: &'a Request,
+    loading: Instant,
+}
+
+impl Job<'_> {
+    fn run_in<B: tile::Backend>(&self, on: &B, dtype: Dtype) -> Result<(), Failure> {
+        match dtype {
+            Dtype::F32 => self.run::<B, f32>(on),
+            Dtype::Bf16 => self.run::<B, bf16>(on),
+            Dtype::F16 => self.run::<B, f16>(on),
+        }
+    }
+
+    fn run<B: tile::Backend, T: Float>(&self, on: &B) -> Result<(), Failure> {
+        let model: Gpt<B, T> = Gpt::load(on, self.checkpoint)?;
+        let load = self.loading.elapsed();
+        let batch = self.texts.len();
+        let mut stdout = std::io::stdout().lock();
+        let mut streams: Vec<TextStream> = (0..batch).map(|_| TextStream::default()).collect();
+        let mut written: std::io::Result<()> = Ok(());
+        // One sequence streams as it comes; a batch prints each sequence
+        // whole at the end.
+        if batch == 1 {
+            written = write!(stdout, "{}", self.texts[0]).and_then(|_| stdout.flush());
+        }
+        let output = generate(on, &model, self.request, |s, token| {
+            if batch == 1 && written.is_ok() {
+                let text = streams[s].push(&self.tokenizer.decode_bytes(&[token]));
+                written = write!(stdout, "{text}").and_then(|_| stdout.flush());
+            }
+            written.is_ok()
+        })?;
+        written.map_err(Failure::Output)?;
+        if batch == 1 {
+            writeln!(stdout, "{}", streams[0].finish()).map_err(Failure::Output)?;
+        } else {
+            for (i, (text, tokens)) in self.texts.iter().zip(&output.tokens).enumerate() {
+                let generated = self.tokenizer.decode(tokens);
+                writeln!(stdout, "=== sequence {} ===\n{text}{generated}\n", i + 1).map_err(Failure::Output)?;
+            }
+        }
+        report(&output, load, on);
+        Ok(())
+    }
+}
+
+/// Times and sizes, on stderr.
+fn report<B: tile::Backend>(o: &Output, load: std::time::Duration, on: &B) {
+    let generated: usize = o.tokens.iter().map(Vec::len).sum();
+    let per_second = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    let memory = match on.stream().map(|s| s.device().memory_in_use()) {
+        Some(Ok(bytes)) => format!(
+            "; GPU memory in use at the end {:.0} MiB",
+            bytes as f64 / (1 << 20) as f64
+        ),
+        _ => String::new(),
+    };
+    eprintln!(
+        "\n[load {:.2} s; {} prompt tokens; first token after {:.1} ms; prefill {:.0} tokens/s; \
+         decode {} tokens at {:.1} tokens/s; {generated} tokens generated{memory}; stops {:?}]",
+        load.as_secs_f64(),
+        o.prompt_tokens,
+        o.time_to_first_token.as_secs_f64() * 1e3,
+        per_second(o.prompt_tokens, o.prefill),
+        o.decode_tokens,
+        per_second(o.decode_tokens, o.decode),
+        o.stops,
+    );
 }

@@ -1,0 +1,169 @@
+//! Generation: prefill a batch of prompts, then decode a token per sequence
+//! per step until each sequence stops, streaming tokens as they come.
+
+use crate::config::Config;
+use crate::kv_cache::KvCache;
+use crate::model::{Float, Gpt};
+use crate::sample::{Sampler, Sampling};
+use crate::{GptError, Result};
+use std::time::{Duration, Instant};
+use tile::Backend;
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// One prompt per sequence, as tokens, each non-empty.
+    pub prompts: Vec<Vec<u32>>,
+    /// Tokens to generate per sequence, at most.
+    pub max_new_tokens: usize,
+    /// How each next token is picked.
+    pub sampling: Sampling,
+    /// The token that ends a sequence (GPT-2's end of text), if any.
+    pub stop: Option<u32>,
+}
+
+impl Request {
+    /// Whether a model of `config` can run the request: at least one
+    /// prompt, each of 1 to `n_positions` tokens within the vocabulary, and
+    /// valid sampling parameters.
+    pub fn check(&self, config: &Config) -> Result<()> {
+        self.sampling.validate()?;
+        if self.prompts.is_empty() {
+            return Err(GptError::Prompt("no prompt given".into()));
+        }
+        for (i, p) in self.prompts.iter().enumerate() {
+            if p.is_empty() || p.len() > config.n_positions {
+                return Err(GptError::Prompt(format!(
+                    "prompt {} has {} tokens: the model takes 1 to {}",
+                    i + 1,
+                    p.len(),
+                    config.n_positions
+                )));
+            }
+            if let Some(t) = p.iter().find(|&&t| t as usize >= config.vocab_size) {
+                return Err(GptError::Prompt(format!(
+                    "prompt {} holds token id {t}, outside the model's vocabulary of {}",
+                    i + 1,
+                    config.vocab_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a sequence stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// It generated `max_new_tokens`.
+    Length,
+    /// It generated the stop token (which is not part of its output).
+    EndOfText,
+    /// It filled the model's context.
+    ContextFull,
+    /// The token callback asked to stop.
+    Caller,
+}
+
+/// The outcome of a request.
+#[derive(Clone, Debug)]
+pub struct Output {
+    /// Each sequence's generated tokens.
+    pub tokens: Vec<Vec<u32>>,
+    /// Why each sequence stopped.
+    pub stops: Vec<Stop>,
+    /// Prompt tokens, all sequences together.
+    pub prompt_tokens: usize,
+    /// From the request to the first generated token.
+    pub time_to_first_token: Duration,
+    /// The prefill pass, sampling its tokens included.
+    pub prefill: Duration,
+    /// The decode steps.
+    pub decode: Duration,
+    /// Tokens the decode steps generated, all sequences together.
+    pub decode_tokens: usize,
+}
+
+/// Runs `request` on `model`, calling `on_token(sequence, token)` for each
+/// generated token as soon as it is picked; returning `false` from it stops
+/// generation (a closed output, say).
+pub fn generate<B: Backend, T: Float>(
+    on: &B,
+    model: &Gpt<B, T>,
+    request: &Request,
+    mut on_token: impl FnMut(usize, u32) -> bool,
+) -> Result<Output> {
+    request.check(&model.config)?;
+    let sampling = request.sampling;
+    let batch = request.prompts.len();
+    let context = model.config.n_positions;
+    let longest = request.prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let start = Instant::now();
+    let capacity = (longest + request.max_new_tokens).min(context);
+    let mut cache: KvCache<B, T> = model.cache(on, batch, capacity)?;
+    let mut samplers: Vec<Sampler> = (0..batch).map(|_| Sampler::new(sampling)).collect();
+    let mut out = Output {
+        tokens: vec![Vec::new(); batch],
+        stops: vec![Stop::Length; batch],
+        prompt_tokens: request.prompts.iter().map(Vec::len).sum(),
+        time_to_first_token: Duration::ZERO,
+        prefill: Duration::ZERO,
+        decode: Duration::ZERO,
+        decode_tokens: 0,
+    };
+    if request.max_new_tokens == 0 {
+        return Ok(out);
+    }
+    let mut running: Vec<bool> = vec![true; batch];
+    let vocab = model.config.vocab_size;
+    let mut logits = model.prefill(on, &mut cache, &request.prompts)?;
+    let mut step = 0;
+    let mut next: Vec<Option<u32>> = vec![None; batch];
+    loop {
+        for s in 0..batch {
+            if !running[s] {
+                continue;
+            }
+            let token = samplers[s].pick(&logits[s * vocab..(s + 1) * vocab]);
+            next[s] = Some(token);
+            if Some(token) == request.stop {
+                running[s] = false;
+                out.stops[s] = Stop::EndOfText;
+                continue;
+            }
+            out.tokens[s].push(token);
+            if step > 0 {
+                out.decode_tokens += 1;
+            }
+            if !on_token(s, token) {
+                running.iter_mut().for_each(|r| *r = false);
+                out.stops.iter_mut().for_each(|r| *r = Stop::Caller);
+                break;
+            }
+            if out.tokens[s].len() == request.max_new_tokens {
+                running[s] = false;
+                out.stops[s] = Stop::Length;
+            } else if cache.lengths()[s] >= capacity {
+                running[s] = false;
+                out.stops[s] = Stop::ContextFull;
+            }
+        }
+        if step == 0 {
+            out.prefill = start.elapsed();
+            out.time_to_first_token = out.prefill;
+        }
+        if !running.contains(&true) {
+            break;
+        }
+        for (n, &r) in next.iter_mut().zip(&running) {
+            if !r {
+                *n = None;
+            }
+        }
+        let decode_start = Instant::now();
+        logits = model.decode(on, &mut cache, &next)?;
+        out.decode += decode_start.elapsed();
+        step += 1;
+    }
+    Ok(out)
+}

@@ -1,0 +1,103 @@
+//! The keys and values of every layer for a batch of sequences, kept on the
+//! backend between steps so that no step recomputes a past position.
+
+use crate::Result;
+use crate::config::Config;
+use crate::model::Float;
+use tile::Backend;
+use tile_kernels::decode::DecodeScratch;
+
+/// Per layer, keys and values `[batch, capacity, C]` (heads side by side,
+/// as the QKV projection writes them), and each sequence's length so far.
+pub struct KvCache<B: Backend, T: Float> {
+    k: Vec<B::Tensor<T>>,
+    v: Vec<B::Tensor<T>>,
+    lengths: Vec<usize>,
+    capacity: usize,
+    /// The current pass's first position per sequence, on the backend.
+    starts: B::Tensor<i32>,
+    /// The current pass's end per sequence (`starts` + its tokens).
+    ends: B::Tensor<i32>,
+    /// Decode attention's per-split results, reused every step.
+    scratch: DecodeScratch<B>,
+}
+
+impl<B: Backend, T: Float> KvCache<B, T> {
+    /// An empty cache for `batch` sequences of up to `capacity` tokens (at
+    /// most the model's context).
+    pub(crate) fn new(on: &B, config: &Config, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
+        let capacity = capacity.min(config.n_positions);
+        let shape = [batch, capacity, config.n_embd];
+        let layer = || on.zeros::<T>(&shape);
+        let k: Vec<B::Tensor<T>> = (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?;
+        let scratch = DecodeScratch::new(on, &k[0], config.n_head)?;
+        Ok(KvCache {
+            v: (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?,
+            k,
+            lengths: vec![0; batch],
+            capacity,
+            starts: on.zeros(&[batch])?,
+            ends: on.zeros(&[batch])?,
+            scratch,
+        })
+    }
+
+    /// Sequences in the batch.
+    pub fn batch(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// Positions each sequence can hold.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Each sequence's tokens so far.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
+    /// Prepares a pass that writes `tokens` positions per sequence from
+    /// `starts`.
+    pub(crate) fn begin(&mut self, on: &B, starts: &[usize], tokens: usize) -> Result<()> {
+        let b = self.batch();
+        let starts: Vec<i32> = starts.iter().map(|&s| s as i32).collect();
+        let ends: Vec<i32> = starts.iter().map(|&s| s + tokens as i32).collect();
+        self.starts = on.upload_slice(&starts, &[b])?;
+        self.ends = on.upload_slice(&ends, &[b])?;
+        Ok(())
+    }
+
+    /// Layer `l`'s keys and values, the pass's starts and ends, and the
+    /// decode scratch.
+    pub(crate) fn layer(&mut self, l: usize) -> Layer<'_, B, T> {
+        Layer {
+            k: &mut self.k[l],
+            v: &mut self.v[l],
+            starts: &self.starts,
+            ends: &self.ends,
+            scratch: &mut self.scratch,
+        }
+    }
+
+    /// After a prefill: each sequence holds its prompt.
+    pub(crate) fn set_lengths(&mut self, lengths: impl Iterator<Item = usize>) {
+        self.lengths = lengths.collect();
+    }
+
+    /// After a decode step: each sequence that ran holds one more token.
+    pub(crate) fn advance(&mut self, ran: impl Iterator<Item = bool>) {
+        for (l, ran) in self.lengths.iter_mut().zip(ran) {
+            *l += ran as usize;
+        }
+    }
+}
+
+/// One layer's share of a [`KvCache`] during a pass.
+pub(crate) struct Layer<'c, B: Backend, T: Float> {
+    pub k: &'c mut B::Tensor<T>,
+    pub v: &'c mut B::Tensor<T>,
+    pub starts: &'c B::Tensor<i32>,
+    pub ends: &'c B::Tensor<i32>,
+    pub scratch: &'c mut DecodeScratch<B>,
+}
