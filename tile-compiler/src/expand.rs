@@ -344,7 +344,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     // and the grid, which the tuner chooses and computes.
     let run = ast.tuning.as_ref().map(|_| {
         let doc = format!(
-            "Runs `{name_str}` on `on` with the configuration of its const parameters ({const_list}) tuned for this problem class, the grid computed from the arguments, and returns that configuration: on a GPU the first problem of each class times the candidates (see `tile::autotune`), later ones reuse the choice; on the CPU the first configuration runs. Otherwise as `launch_with`."
+            "Runs `{name_str}` on `on` with the configuration of its const parameters ({const_list}) tuned for this problem class, the grid computed from the arguments, and returns that configuration: on a GPU the first problem of each class times the candidates (see `tile::autotune`), later ones reuse the choice; a grid under one wave (always, on the CPU) runs the configuration with the most blocks without timing. Otherwise as `launch_with`."
         );
         let doc_with = format!(
             "Runs `{name_str}` on `on` in the configuration `config` (one of `KERNEL.candidates(..)`, or what `run` returned), the grid computed from the arguments: no tuning. Otherwise as `launch_with`."
