@@ -64,7 +64,8 @@ fn variant_spec(v: &Variant) -> TokenStream {
         cluster,
         ptx,
     } = v;
-    let (entry, ptx) = (entry.as_ref(), ptx.as_ref());
+    let entry = entry.as_ref();
+    let ptx = ptx.text().expect("the compiler's PTX is text");
     let types = borrowed_slice(types.iter().map(|d| runtime_dtype(*d)));
     let consts = borrowed_slice(consts.iter().map(|c| quote!(#c)));
     let vectorized = borrowed_slice(vectorized.iter().map(|p| quote!(#p)));
@@ -101,7 +102,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             tma_only: #tma_only,
             persistent: #persistent,
             cluster: #cluster,
-            ptx: ::std::borrow::Cow::Borrowed(#ptx),
+            ptx: ::tile::Ptx::Text(::std::borrow::Cow::Borrowed(#ptx)),
         }
     }
 }

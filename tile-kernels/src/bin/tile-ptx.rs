@@ -58,7 +58,7 @@ fn main() -> std::process::ExitCode {
             let variant = v.entry.strip_prefix(k.name).unwrap_or(&v.entry).trim_start_matches('_');
             for t in targets.iter().filter(|t| v.target.is_none_or(|only| only == **t)) {
                 let path = args.out.join(format!("{}.{}.{}.ptx", k.name, variant, t.name()));
-                if let Err(e) = std::fs::write(&path, t.module(v)) {
+                if let Err(e) = std::fs::write(&path, tile::ptx::module(*t, v)) {
                     eprintln!("can't write {}: {e}", path.display());
                     return std::process::ExitCode::FAILURE;
                 }
