@@ -220,7 +220,7 @@ impl Device {
         if let Some(f) = cache.get(&key) {
             return Ok(f.clone());
         }
-        let ptx = crate::ptx::module(v.target.unwrap_or(Target::Sm90), v);
+        let ptx = crate::ptx::module(crate::ptx::load_target(v), v);
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))

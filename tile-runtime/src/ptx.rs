@@ -21,6 +21,12 @@ pub fn entry(v: &Variant) -> Cow<'_, str> {
     }
 }
 
+/// The target whose module the runtime loads `v` in: its own, or sm_90's
+/// for portable PTX, which the driver compiles for newer GPUs too.
+pub fn load_target(v: &Variant) -> Target {
+    v.target.unwrap_or(Target::Sm90)
+}
+
 /// A complete PTX module holding `v` for `target`: the target's header,
 /// then the entry.
 pub fn module(target: Target, v: &Variant) -> String {
