@@ -35,7 +35,7 @@
 //! at run time), `launch` (given as generic arguments, checked at compile
 //! time), both taking a [`Backend`] (a GPU [`Stream`] or [`Cpu`]), and
 //! `KERNEL` (the generated PTX, parameter list and CPU version, also in
-//! the registry); a kernel that declares its tuning (`grid = ..`,
+//! the registry; [`ptx`] reads a variant's PTX); a kernel that declares its tuning (`grid = ..`,
 //! `key = [..]`) also gets `run`, which picks its configuration by timing
 //! them ([`Tuned`]).
 //!
@@ -60,8 +60,9 @@ pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
     Arg, Backend, Cpu, CpuVersion, DType, Device, Element, Error, Event, Grid, HostArg, HostTensor, HostTensorArg,
-    KernelRef, KernelSpec, ParamSpec, Result, Scalar, Size, SizeOp, Stream, Target, Tensor, TensorArg, TensorMap,
-    TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present, registered_kernels, select, testing,
+    KernelRef, KernelSpec, Packed, ParamSpec, Ptx, Result, Scalar, Size, SizeOp, Stream, Target, Tensor, TensorArg,
+    TensorMap, TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present, ptx, registered_kernels,
+    select, testing,
 };
 
 /// The names a program using tile usually needs.

@@ -106,11 +106,8 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
         .iter()
         .filter(|v| v.target.is_none_or(|t| t == target))
         .collect();
-    let mut module = Target::module(target, variants[0]);
-    for v in &variants[1..] {
-        module.push('\n');
-        module.push_str(&v.ptx);
-    }
+    let entries: Vec<_> = variants.iter().map(|v| tile::ptx::entry(v)).collect();
+    let module = target.header() + &entries.join("\n");
     let path = dir.join(format!("{}.{}.ptx", k.name, target.name()));
     std::fs::write(&path, module).unwrap();
     let out = Command::new(ptxas)
@@ -133,7 +130,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
             .push(format!("{} {}: ptxas about wgmma:\n{stderr}", k.name, target.name()));
     }
     let reports = parse_reports(&stderr);
-    for v in variants {
+    for (v, entry) in variants.into_iter().zip(&entries) {
         let Some((_, r)) = reports.iter().find(|(n, _)| *n == v.entry) else {
             outcome
                 .failures
@@ -144,7 +141,7 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, k: &tile::KernelSpec
         // `setmaxnreg.inc` waits for registers the producer's `.dec` gave
         // up; the lowering counts on each thread starting with an even
         // share of the register file, which ptxas must have given.
-        if v.ptx.contains("setmaxnreg.inc") && r.registers != 65536 / v.threads / 8 * 8 {
+        if entry.contains("setmaxnreg.inc") && r.registers != 65536 / v.threads / 8 * 8 {
             outcome.failures.push(format!(
                 "{} on {}: {} registers at launch, not the even share that setmaxnreg's counts assume",
                 k.describe(v),

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::{ast, check, dtype, ir, lower, parse, simplify, variants, warps};
 use proc_macro2::TokenStream;
-use tile_spec::Variant;
+use tile_spec::{Ptx, Variant};
 
 /// One assignment of a kernel's type and const parameters, and its IR.
 pub struct Specialization {
@@ -120,7 +120,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 consts: values.clone().into(),
                 vectorized: planned.laid_out.vectorized.clone().into(),
                 entry: entry.into(),
-                ptx: lowered.text.into(),
+                ptx: Ptx::Text(lowered.text.into()),
                 threads: lowered.threads,
                 shared_bytes: lowered.shared_bytes,
                 dynamic_shared_bytes: lowered.dynamic_shared_bytes,

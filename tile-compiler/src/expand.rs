@@ -1,12 +1,13 @@
 //! What `#[tile::kernel]` expands to: a module named after the kernel with
-//! `KERNEL` (the PTX of every specialization, and the CPU reference version
-//! dispatching to one function per specialization), `launch_with` and
-//! `launch` (generic over the backend, `tile::Backend`: a GPU stream or the
-//! CPU), and a registration in the kernel registry.
+//! `KERNEL` (the PTX of every specialization, packed, and the CPU reference
+//! version dispatching to one function per specialization), `launch_with`
+//! and `launch` (generic over the backend, `tile::Backend`: a GPU stream or
+//! the CPU), and a registration in the kernel registry.
 
 use crate::ast::{Elem, ParamKind};
 use crate::cpu::{self, rust_type};
 use crate::dtype::DType;
+use crate::pack::pack;
 use crate::{CompiledKernel, Variant};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -47,8 +48,28 @@ fn tuning_spec(t: &tile_spec::Tuning) -> TokenStream {
     quote!(::core::option::Option::Some(::tile::Tuning { key: #key, grid: #grid }))
 }
 
-/// A variant as a `static` `::tile::Variant` (see `tile_spec::Variant`).
-fn variant_spec(v: &Variant) -> TokenStream {
+/// The variants as `static` `::tile::Variant`s, and the `static` holding
+/// their PTX: every entry of the kernel packed into one stream.
+fn variant_specs(variants: &[Variant]) -> (Vec<TokenStream>, TokenStream) {
+    let texts: Vec<&str> = (variants.iter())
+        .map(|v| v.ptx.text().expect("the compiler's PTX is text"))
+        .collect();
+    let (stream, ranges) = pack(&texts);
+    let len = stream.len();
+    let bytes = proc_macro2::Literal::byte_string(&stream);
+    let specs = variants.iter().zip(ranges).map(|(v, range)| {
+        let (start, end) = (range.start, range.end);
+        variant_spec(
+            v,
+            quote!(::tile::Ptx::Packed(::tile::Packed { stream: &PACKED_PTX, range: #start..#end })),
+        )
+    });
+    (specs.collect(), quote!(static PACKED_PTX: [u8; #len] = *#bytes;))
+}
+
+/// A variant as a `static` `::tile::Variant` (see `tile_spec::Variant`),
+/// its PTX written as `ptx`.
+fn variant_spec(v: &Variant, ptx: TokenStream) -> TokenStream {
     let Variant {
         types,
         consts,
@@ -62,9 +83,9 @@ fn variant_spec(v: &Variant) -> TokenStream {
         tma_only,
         persistent,
         cluster,
-        ptx,
+        ptx: _,
     } = v;
-    let (entry, ptx) = (entry.as_ref(), ptx.as_ref());
+    let entry = entry.as_ref();
     let types = borrowed_slice(types.iter().map(|d| runtime_dtype(*d)));
     let consts = borrowed_slice(consts.iter().map(|c| quote!(#c)));
     let vectorized = borrowed_slice(vectorized.iter().map(|p| quote!(#p)));
@@ -101,7 +122,7 @@ fn variant_spec(v: &Variant) -> TokenStream {
             tma_only: #tma_only,
             persistent: #persistent,
             cluster: #cluster,
-            ptx: ::std::borrow::Cow::Borrowed(#ptx),
+            ptx: #ptx,
         }
     }
 }
@@ -149,7 +170,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             }
         }
     });
-    let variants = k.variants.iter().map(variant_spec);
+    let (variants, packed_ptx) = variant_specs(&k.variants);
 
     // The backend's generic parameter: `B`, unless the kernel has one of that name.
     let taken = |n: &str| type_names.iter().chain(&const_names).any(|t| t == n);
@@ -391,6 +412,8 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 cpu: cpu_version,
                 tuning: #tuning,
             };
+
+            #packed_ptx
 
             ::tile::__private::inventory::submit! { ::tile::KernelRef(&KERNEL) }
 

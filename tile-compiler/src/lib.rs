@@ -5,7 +5,8 @@
 //! [`simplify`] (constant folding, CSE, dead code) → [`layout`] (a thread
 //! mapping for every tile, conversions inserted) → [`lower`] (per-thread PTX
 //! instructions) → [`ptx`] (text per target); and from the same IR, [`cpu`]
-//! (the reference backend as Rust). [`mod@expand`] assembles the macro output.
+//! (the reference backend as Rust). [`mod@expand`] assembles the macro
+//! output, with the PTX [`pack`]ed.
 //!
 //! Kept out of the proc-macro crate so that it can be tested directly and
 //! reused by tools.
@@ -20,6 +21,7 @@ pub mod expand;
 pub mod ir;
 pub mod layout;
 pub mod lower;
+pub mod pack;
 pub mod parse;
 pub mod plan;
 pub mod ptx;
@@ -29,7 +31,7 @@ pub mod warps;
 
 pub use compile::{CompiledKernel, Specialization, compile};
 pub use error::{Error, Result};
-pub use tile_spec::{Target, Variant};
+pub use tile_spec::{Ptx, Target, Variant};
 
 use proc_macro2::TokenStream;
 

@@ -2,7 +2,7 @@
 //! simplification, and what the PTX does (vector accesses, shuffles,
 //! barriers, conversions) for representative kernels.
 
-use tile_compiler::{CompiledKernel, Target, compile_str, ir::OpKind};
+use tile_compiler::{CompiledKernel, Target, Variant, compile_str, ir::OpKind};
 
 fn compile(attr: &str, src: &str) -> CompiledKernel {
     match compile_str(attr, src) {
@@ -13,11 +13,17 @@ fn compile(attr: &str, src: &str) -> CompiledKernel {
 
 /// The portable variant with every tensor accessed with vectors, or none.
 fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
-    &k.variants
-        .iter()
-        .find(|v| v.target.is_none() && v.vectorized.is_empty() != vectorized)
-        .expect("variant")
-        .ptx
+    text(
+        k.variants
+            .iter()
+            .find(|v| v.target.is_none() && v.vectorized.is_empty() != vectorized)
+            .expect("variant"),
+    )
+}
+
+/// A variant's PTX entry, as the compiler writes it: text.
+fn text(v: &Variant) -> &str {
+    v.ptx.text().expect("the compiler's PTX is text")
 }
 
 fn count_ops(ops: &[tile_compiler::ir::Op], pred: &dyn Fn(&OpKind) -> bool) -> usize {
@@ -42,12 +48,12 @@ fn every_specialization_gets_a_vector_and_a_scalar_entry() {
         entries,
         ["softmax_256_v", "softmax_256_s", "softmax_4096_v", "softmax_4096_s"]
     );
-    for v in &k.variants {
-        for t in Target::ALL {
-            let m = t.module(v);
-            assert!(m.contains(&format!(".target {}", t.name())));
-            assert!(m.contains(&format!(".version {}", t.ptx_version())));
-        }
+    // An entry is the same on every target: the module header names one.
+    assert!(k.variants.iter().all(|v| !text(v).contains(".target")));
+    for t in Target::ALL {
+        let h = t.header();
+        assert!(h.contains(&format!(".target {}", t.name())));
+        assert!(h.contains(&format!(".version {}", t.ptx_version())));
     }
 }
 
@@ -217,9 +223,9 @@ fn large_portable_conversions_go_through_shared_memory_in_parts() {
     // Twice: write the part's registers, synchronize, read them back in
     // the store's layout (16-byte loads, a quarter of the part's 128 f32
     // registers per thread each).
-    let loads = scalar.ptx.matches("ld.shared.v4.f32").count();
+    let loads = text(scalar).matches("ld.shared.v4.f32").count();
     assert_eq!(loads, 128 * 256 / 256 / 4);
-    let convert = &scalar.ptx[scalar.ptx.find("st.shared").expect("conversion")..];
+    let convert = &text(scalar)[text(scalar).find("st.shared").expect("conversion")..];
     let first_load = convert.find("ld.shared.v4.f32").expect("reads");
     let second_write = convert[first_load..].find("st.shared").expect("second part") + first_load;
     assert!(convert[first_load..second_write].matches("ld.shared.v4.f32").count() == loads / 2);
@@ -237,14 +243,14 @@ fn two_blocks_that_fit_an_sm_also_run_as_the_two_halves_of_one_persistent_block(
     };
     let (plain, v) = (variant("_v"), variant("_v_persistent"));
     assert_eq!((plain.threads, plain.persistent), (128, false));
-    assert!(plain.ptx.contains("bar.sync 0;"));
+    assert!(text(plain).contains("bar.sync 0;"));
     assert_eq!(
         (v.threads, v.persistent, v.vectorized.clone()),
         (256, true, plain.vectorized.clone())
     );
     assert_eq!(v.dynamic_shared_bytes, 2 * plain.dynamic_shared_bytes);
-    assert!(v.ptx.contains(".minnctapersm 1") && v.ptx.contains(&format!("{}_grid", v.entry)));
-    let lines: Vec<&str> = v.ptx.lines().map(str::trim).collect();
+    assert!(text(v).contains(".minnctapersm 1") && text(v).contains(&format!("{}_grid", v.entry)));
+    let lines: Vec<&str> = text(v).lines().map(str::trim).collect();
     let operands = |l: &str| -> Vec<String> {
         let rest = l.split_once(' ').map_or("", |(_, r)| r).trim_end_matches(';');
         rest.split(", ").map(str::to_string).collect()
@@ -398,7 +404,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
         .expect("a wgmma variant");
     assert!(*w.vectorized == [0, 1, 2] && w.entry.ends_with("_wgmma"));
     assert_eq!(w.threads, 384, "two warpgroups, each a 64x256 slab, and the producer's");
-    let p = &w.ptx;
+    let p = text(w);
     // One thread copies each stage's tiles by TMA and counts them on an mbarrier.
     assert!(p.contains("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
     assert!(p.contains("mbarrier.arrive.expect_tx.shared::cta.b64") && p.contains("mbarrier.try_wait.parity"));
@@ -436,7 +442,7 @@ fn on_sm_90a_a_matmul_loop_runs_wgmma_on_tma_loaded_stages() {
 fn on_sm_90a_a_matmul_is_warp_specialized_on_a_persistent_grid() {
     let k = compile("BM = [128], BN = [256], BK = [64]", MATMUL);
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    let p = &w.ptx;
+    let p = text(w);
     assert!(
         w.persistent && p.contains("_grid\n)"),
         "the launched block count comes last"
@@ -476,7 +482,7 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
         ]
     );
     let w = k.variants.iter().find(|v| v.cluster > 1).expect("paired variant");
-    let p = &w.ptx;
+    let p = text(w);
     // Launched in clusters of two blocks, which take consecutive blocks.
     assert!(p.contains(".reqnctapercluster 2, 1, 1") && p.contains("%cluster_ctarank"));
     // Per tile, all of it copied here, or this block's half multicast into
@@ -503,7 +509,7 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
     assert!(
         k.variants
             .iter()
-            .all(|v| v.cluster == 1 && !v.ptx.contains("multicast"))
+            .all(|v| v.cluster == 1 && !text(v).contains("multicast"))
     );
 
     // Loop bounds that depend on the block would put the two blocks' stages
@@ -523,7 +529,7 @@ fn on_sm_90a_pairs_of_blocks_share_f32_operand_tiles_by_multicast() {
         causal
             .variants
             .iter()
-            .all(|v| v.cluster == 1 && !v.ptx.contains("barrier.cluster"))
+            .all(|v| v.cluster == 1 && !text(v).contains("barrier.cluster"))
     );
 }
 
@@ -557,7 +563,7 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     // The output keeps its f32 values; the operands' copies round to tf32.
     assert_eq!(store_map(all), Some((vec![32, 128], 128, false)));
     assert!(all.tensor_maps.iter().filter(|m| m.param != 2).all(|m| m.tf32));
-    let p = &all.ptx;
+    let p = text(all);
     assert!(!p.contains("st.global"));
     // Two ping-pong consumers take turns (on the same code), each storing its
     // tile's four panels through its own 16 KiB of scratch (1024-byte aligned, as the
@@ -578,7 +584,7 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     // Where Y's rows may not be 16-byte aligned, the other variant stores
     // element by element from the accumulator.
     assert_eq!(store_map(copied), None);
-    assert!(copied.ptx.contains("st.global.f32") && !copied.ptx.contains("bulk_group"));
+    assert!(text(copied).contains("st.global.f32") && !text(copied).contains("bulk_group"));
 
     // Batched, on [1, rows, cols] tiles: 3-d boxes, the batch index outermost.
     let k = compile(
@@ -598,7 +604,7 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     assert_eq!(store_map(w), Some((vec![32, 128, 1], 128, false)));
     assert_eq!(
-        w.ptx
+        text(w)
             .matches("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group")
             .count(),
         4
@@ -610,19 +616,19 @@ fn on_sm_90a_an_f32_tile_is_stored_through_tma_a_panel_at_a_time() {
     let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     assert_eq!(store_map(w), None);
-    assert!(w.ptx.contains("st.global.f32") && !w.ptx.contains("bulk_group"));
+    assert!(text(w).contains("st.global.f32") && !text(w).contains("bulk_group"));
 
     // A 16-bit tile is converted into 16-byte runs for its store, which
     // then writes whole sectors: no second staging through TMA.
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
-    assert!(k.variants.iter().all(|v| !v.ptx.contains("bulk_group")));
+    assert!(k.variants.iter().all(|v| !text(v).contains("bulk_group")));
 }
 
 #[test]
 fn one_warpgroups_tiles_get_two_consumer_warpgroups_taking_turns() {
     let k = compile("BM = [128], BN = [128], BK = [64]", MATMUL);
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    let p = &w.ptx;
+    let p = text(w);
     // One warpgroup computes a 128x128 tile (two 64-row slabs); a second
     // takes every other block; the producer's warpgroup gives them registers.
     assert_eq!(w.threads, 3 * 128);
@@ -666,8 +672,8 @@ fn two_mma_loops_keep_wgmma_without_warp_specialization() {
         }",
     );
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    assert!(!w.persistent && w.threads == 128 && !w.ptx.contains("setmaxnreg"));
-    assert_eq!(w.ptx.matches("wgmma.commit_group").count(), 2);
+    assert!(!w.persistent && w.threads == 128 && !text(w).contains("setmaxnreg"));
+    assert_eq!(text(w).matches("wgmma.commit_group").count(), 2);
 }
 
 #[test]
@@ -704,7 +710,7 @@ fn an_accumulator_read_in_the_loop_is_awaited_at_once() {
         }",
     );
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
-    let body = loop_body(&w.ptx);
+    let body = loop_body(text(w));
     let commit = body.find("wgmma.commit_group").expect("a product");
     assert!(body[commit..].contains("wgmma.wait_group.sync.aligned 0;"));
     assert!(!body.contains("wgmma.wait_group.sync.aligned 1;"));
@@ -718,7 +724,7 @@ fn tf32_wgmma_reads_a_row_major_b_into_registers() {
     // stages' TMA copies round f32 to tf32.
     let k = compile("BM = [128], BN = [128], BK = [32]", &MATMUL.replace("bf16", "f32"));
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    let p = &w.ptx;
+    let p = text(w);
     assert!(w.persistent && w.threads == 384);
     let product = "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32";
     assert_eq!(p.matches(product).count(), 4);
@@ -766,7 +772,7 @@ fn tf32_wgmma_reads_an_m_major_a_that_the_producer_transposes() {
         }",
     );
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
-    let p = &w.ptx;
+    let p = text(w);
     assert!(w.persistent && w.threads == 384);
     // Three warps transpose: they read every block before any is overwritten,
     // then hand the stage to wgmma's async proxy and arrive on its ready barrier.
@@ -793,7 +799,7 @@ fn tf32_wgmma_serves_x_times_w_transposed() {
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("wgmma variant");
     // Four K-steps of 8 on each of the tile's two 64-row slabs, no
     // transposition flags (tf32 takes none).
-    let p = &w.ptx;
+    let p = text(w);
     assert_eq!(
         p.matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
             .count(),
@@ -822,7 +828,11 @@ fn num_stages_sets_the_pipeline_depth() {
             .find(|v| !v.vectorized.is_empty() && v.target.is_none())
             .expect("vector variant");
         assert_eq!(v.dynamic_shared_bytes, stages * stage);
-        assert!(v.ptx.contains(wait), "{stages} stages: copies run {} ahead", stages - 1);
+        assert!(
+            text(v).contains(wait),
+            "{stages} stages: copies run {} ahead",
+            stages - 1
+        );
         // Two stages leave room for a second block on an SM, so for a
         // variant that runs two as the halves of one persistent block; five do not.
         let persistent = k.variants.iter().find(|v| v.entry.ends_with("_v_persistent"));
@@ -855,8 +865,8 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
     // Both read `a` and `b` through TMA alone (the launcher may copy them
     // into rows 16 bytes apart); `c` is stored, not copied.
     assert!(*all.tma_only == [0, 1] && *copied.tma_only == [0, 1]);
-    assert!(all.ptx.contains("st.global.v4.b32"));
-    assert!(!copied.ptx.contains("st.global.v") && copied.ptx.contains("st.global.b16"));
+    assert!(text(all).contains("st.global.v4.b32"));
+    assert!(!text(copied).contains("st.global.v") && text(copied).contains("st.global.b16"));
     // The portable path has the same middle variant: `cp.async` copies, element-wise stores.
     let vs = k
         .variants
@@ -864,8 +874,8 @@ fn second_variants_copy_aligned_operands_and_store_element_by_element() {
         .find(|v| v.entry.ends_with("_vs"))
         .expect("portable variant for misaligned outputs");
     assert!(vs.target.is_none() && *vs.vectorized == [0, 1] && vs.tma_only.is_empty());
-    assert!(vs.ptx.contains("cp.async.cg.shared.global") && vs.ptx.contains("ldmatrix"));
-    assert!(!vs.ptx.contains("st.global.v") && vs.ptx.contains("st.global.b16"));
+    assert!(text(vs).contains("cp.async.cg.shared.global") && text(vs).contains("ldmatrix"));
+    assert!(!text(vs).contains("st.global.v") && text(vs).contains("st.global.b16"));
 }
 
 /// The PTX of the first loop's body: from its label to the branch back.
@@ -932,11 +942,11 @@ fn attention_runs_both_products_on_wgmma_with_q_staged_once() {
         let k = library_attention(consts);
         let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
         assert!(
-            !w.persistent && !w.ptx.contains("setmaxnreg"),
+            !w.persistent && !text(w).contains("setmaxnreg"),
             "{consts}: not warp-specialized"
         );
-        let body = loop_body(&w.ptx);
-        let before = &w.ptx[..w.ptx.find(body).expect("the body")];
+        let body = loop_body(text(w));
+        let before = &text(w)[..text(w).find(body).expect("the body")];
         assert!(
             before.contains("fence.proxy.async.shared::cta;"),
             "{consts}: q stored for wgmma"
@@ -991,7 +1001,7 @@ fn attention_warps_split_rows_until_their_accumulators_fit() {
         assert_eq!(v.threads, 256, "{}: eight warps", v.entry);
     }
     let w = k.variants.iter().find(|v| v.target.is_some()).expect("a wgmma variant");
-    let stages = w.ptx.matches("mbarrier.init").count();
+    let stages = text(w).matches("mbarrier.init").count();
     assert_eq!(stages, 2, "two stages of keys and values");
     assert!(w.dynamic_shared_bytes + w.shared_bytes <= 227 * 1024);
     // Four warps where the accumulators fit: 128 queries, heads of 64.

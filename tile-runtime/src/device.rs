@@ -1,5 +1,6 @@
 //! The GPU: driver probe, device and context, streams, timing events, and the
-//! module cache (each PTX variant is loaded once per device).
+//! module cache (each PTX variant is loaded, its text inflated, once per
+//! device).
 
 use crate::repitch::Scratch;
 use crate::select::Site;
@@ -228,7 +229,7 @@ impl Device {
         if let Some(f) = cache.get(&key) {
             return Ok(f.clone());
         }
-        let ptx = v.target.unwrap_or(Target::Sm90).module(v);
+        let ptx = crate::ptx::module(crate::ptx::load_target(v), v);
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))

@@ -7,7 +7,8 @@
 //! - [`Backend`]: where a generated `kernel::launch_with` runs, a GPU
 //!   [`Stream`] (the launcher, the variant choice in [`select`], the module
 //!   cache) or [`Cpu`] (the kernels' reference versions);
-//! - the kernel registry ([`registered_kernels`]);
+//! - the kernel registry ([`registered_kernels`]), and [`ptx`], which
+//!   reads a variant's PTX (the program stores it packed);
 //! - [`cpu`], the reference tile library the CPU versions call.
 
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@ mod error;
 mod grid;
 mod host;
 mod launch;
+pub mod ptx;
 mod repitch;
 pub mod select;
 mod spec;
@@ -39,7 +41,7 @@ pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
-pub use tile_spec::{DType, Size, SizeOp, Target, TensorMap, Tuning, Variant};
+pub use tile_spec::{DType, Packed, Ptx, Size, SizeOp, Target, TensorMap, Tuning, Variant};
 pub use tuned::{Tuned, run_config, run_tuned};
 
 pub use inventory;

@@ -249,6 +249,7 @@ mod tests {
     use super::*;
     use crate::ParamSpec;
     use std::borrow::Cow;
+    use tile_spec::Ptx;
 
     /// A bf16 variant of a matmul whose blocks run `tiles` tiles (two:
     /// persistent) that need `kib` KiB of shared memory each.
@@ -277,7 +278,7 @@ mod tests {
             tma_only: Cow::Borrowed(tma_only),
             persistent: tiles == 2,
             cluster,
-            ptx: Cow::Borrowed(""),
+            ptx: Ptx::Text(Cow::Borrowed("")),
         }
     }
 

@@ -1,7 +1,8 @@
 //! What the tile compiler and the runtime share, defined once: element
 //! types ([`DType`]), PTX targets ([`Target`]) and the description of one
-//! compiled PTX entry ([`Variant`], with its [`TensorMap`]s), and the
-//! tuning a kernel declares ([`Tuning`]: sizes computed at launch).
+//! compiled PTX entry ([`Variant`], with its [`TensorMap`]s and its text,
+//! [`Ptx`]), and the tuning a kernel declares ([`Tuning`]: sizes computed
+//! at launch).
 //!
 //! The compiler builds these values with owned data; the code
 //! `#[tile::kernel]` expands to writes them as `static`s with borrowed data
@@ -9,11 +10,13 @@
 //! launch a variant. No dependencies beyond `std`.
 
 mod dtype;
+mod ptx;
 mod target;
 mod tuning;
 mod variant;
 
 pub use dtype::DType;
+pub use ptx::{Packed, Ptx};
 pub use target::Target;
 pub use tuning::{Size, SizeArgs, SizeError, SizeOp, Tuning};
 pub use variant::{TensorMap, Variant};

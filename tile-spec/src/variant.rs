@@ -2,9 +2,10 @@
 //!
 //! The slices and strings are [`Cow`]s: the compiler fills them with owned
 //! data, and the expansion of `#[tile::kernel]` writes the same values as
-//! `static` data (`Cow::Borrowed(&[..])`), which the runtime reads.
+//! `static` data (`Cow::Borrowed(&[..])`), which the runtime reads; the
+//! PTX it writes packed ([`Ptx`]).
 
-use crate::{DType, Target};
+use crate::{DType, Ptx, Target};
 use std::borrow::Cow;
 
 /// A tensor map a variant takes: a box of one tensor parameter, copied by
@@ -74,8 +75,8 @@ pub struct Variant {
     /// that many blocks (`.reqnctapercluster`), so the launcher starts a
     /// multiple of it, and no more clusters than fit on the GPU at once.
     pub cluster: u32,
-    /// The `.entry` text, without the module header (see [`Target::module`]).
-    pub ptx: Cow<'static, str>,
+    /// The `.entry` text, without the module header.
+    pub ptx: Ptx,
 }
 
 impl Variant {
@@ -109,7 +110,7 @@ mod tests {
         tma_only: Cow::Borrowed(&[0]),
         persistent: true,
         cluster: 1,
-        ptx: Cow::Borrowed(".visible .entry k_bf16_128_64_wgmma()"),
+        ptx: Ptx::Text(Cow::Borrowed(".visible .entry k_bf16_128_64_wgmma()")),
     };
 
     #[test]
@@ -125,7 +126,7 @@ mod tests {
             }]
             .into(),
             tma_only: vec![0].into(),
-            ptx: ".visible .entry k_bf16_128_64_wgmma()".to_string().into(),
+            ptx: Ptx::Text(".visible .entry k_bf16_128_64_wgmma()".to_string().into()),
             ..WRITTEN.clone()
         };
         assert_eq!(built, WRITTEN);
