@@ -177,6 +177,108 @@ fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
     batch_equals_alone(&s, "gpu");
 }
 
+/// The checkpoints of `tests/shapes/make_checkpoints.py`, from the directory
+/// `TILE_GPT2_SHAPES` names.
+fn shapes_dir() -> Result<PathBuf, harness::Missing> {
+    match std::env::var_os("TILE_GPT2_SHAPES") {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Err(harness::Missing {
+            reason: "no checkpoints: TILE_GPT2_SHAPES is not set".to_string(),
+            detail: "python3 gpt-model/tests/shapes/make_checkpoints.py DIR writes them (transformers, on a GPU); \
+                     then set TILE_GPT2_SHAPES=DIR."
+                .to_string(),
+        }),
+    }
+}
+
+/// Where two token sequences first differ, if they do.
+fn first_divergence(got: &[u32], want: &[u32]) -> Option<usize> {
+    (0..want.len()).find(|&i| got.get(i) != Some(&want[i]))
+}
+
+/// Our logits (largest relative and absolute error over the prompts) and
+/// greedy tokens (first divergence per prompt) in `T` against the
+/// reference of one checkpoint.
+fn against_reference<T: gpt_model::Float>(
+    s: &tile::Stream,
+    checkpoint: &Checkpoint,
+    prompts: &[Vec<u32>],
+    logits: &[Vec<f64>],
+    want: &[Vec<u32>],
+) -> (f64, f64, Vec<Option<usize>>) {
+    let model: Gpt<_, T> = Gpt::load(s, checkpoint).unwrap();
+    let (mut rel, mut abs) = (0f64, 0f64);
+    let mut diverged = Vec::new();
+    for (i, p) in prompts.iter().enumerate() {
+        let got = model.forward(s, p).unwrap();
+        rel = rel.max(rel_err(&got, &logits[i]));
+        abs = (got.iter().zip(&logits[i])).fold(abs, |m, (a, b)| m.max((*a as f64 - b).abs()));
+        let out = generate(s, &model, &greedy(vec![p.clone()], want[i].len()), |_, _| true).unwrap();
+        diverged.push(first_divergence(&out.tokens[0], &want[i]));
+    }
+    (rel, abs, diverged)
+}
+
+/// Random-initialised GPT-2s of the family's widths and of other shapes
+/// against `transformers` in IEEE f32 on the GPU: f32 (tf32 products)
+/// within 1e-2 and the greedy tokens identical wherever the reference's
+/// smallest margin exceeds four times our largest logit error; bf16 and f16
+/// within 1e-1, their first divergence reported.
+fn gpu_shapes_match_transformers((device, dir): (Arc<tile::Device>, PathBuf)) {
+    let s = device.stream();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("reference.json").exists())
+        .collect();
+    names.sort();
+    assert!(!names.is_empty(), "no checkpoints in {}", dir.display());
+    for path in names {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let checkpoint = Checkpoint::from_dir(&path).unwrap();
+        let r = json(&path.join("reference.json"));
+        let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(tokens).collect();
+        let want: Vec<Vec<u32>> = r["greedy"].as_array().unwrap().iter().map(tokens).collect();
+        let min_gap = floats(&r["min_gap"]).into_iter().fold(f64::INFINITY, f64::min);
+        let bytes = std::fs::read(path.join("reference.safetensors")).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let logits: Vec<Vec<f64>> = (0..prompts.len())
+            .map(|i| {
+                let t = file.tensor(&format!("logits.{i}")).unwrap();
+                (t.data().chunks_exact(4))
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
+                    .collect()
+            })
+            .collect();
+        let (rel, abs, diverged) = against_reference::<f32>(&s, &checkpoint, &prompts, &logits, &want);
+        println!(
+            "{name}: f32 (tf32) logits' relative error {rel:.2e}, largest {abs:.2e}; \
+             smallest greedy margin {min_gap:.2e}; first divergence of {} greedy tokens {diverged:?}",
+            want[0].len()
+        );
+        assert!(rel <= 1e-2, "{name}: f32: {rel:.2e}");
+        if min_gap > 4.0 * abs {
+            assert!(
+                diverged.iter().all(Option::is_none),
+                "{name}: f32 greedy tokens: {diverged:?}"
+            );
+        }
+        for (dtype, (rel, _, diverged)) in [
+            (
+                "bf16",
+                against_reference::<tile::bf16>(&s, &checkpoint, &prompts, &logits, &want),
+            ),
+            (
+                "f16",
+                against_reference::<tile::f16>(&s, &checkpoint, &prompts, &logits, &want),
+            ),
+        ] {
+            println!("{name}: {dtype} logits' relative error {rel:.2e}; first divergence {diverged:?}");
+            assert!(rel <= 1e-1, "{name}: {dtype}: {rel:.2e}");
+        }
+    }
+}
+
 fn a_stop_token_ends_its_sequence_only() {
     let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
     let model: Gpt<_, f32> = Gpt::load(&tile::Cpu, &checkpoint).unwrap();
@@ -336,5 +438,10 @@ fn main() -> ExitCode {
             bad_prompts_and_sampling_parameters_are_errors,
         ),
         Test::gpu("gpu_model_matches_the_references", gpu_model_matches_the_references),
+        Test::needing(
+            "gpu_shapes_match_transformers",
+            || Ok((harness::gpu_for("gpu_shapes_match_transformers")?, shapes_dir()?)),
+            gpu_shapes_match_transformers,
+        ),
     ])
 }

@@ -65,7 +65,7 @@ impl Test {
     pub fn gpu(name: impl Into<String>, f: impl FnOnce(Arc<Device>) + Send + 'static) -> Test {
         let name = name.into();
         let test = name.clone();
-        Test::needing(name, move || gpu(&test), f)
+        Test::needing(name, move || gpu_for(&test), f)
     }
 
     /// A test of the CPU backend that checks the GPU against it too: `name`
@@ -79,7 +79,9 @@ impl Test {
     }
 }
 
-fn gpu(test: &str) -> Result<Arc<Device>, Missing> {
+/// The GPU for `test`, or why there is none (a failure where
+/// `TILE_REQUIRE_GPU=1`).
+pub fn gpu_for(test: &str) -> Result<Arc<Device>, Missing> {
     tile::testing::gpu_for_test(test).map_err(|e| Missing {
         reason: match e {
             Error::NoDriver => "no GPU: no CUDA driver".to_string(),

@@ -48,6 +48,10 @@ struct Args {
     /// Run the kernels' CPU versions even when a GPU is present.
     #[arg(long)]
     cpu: bool,
+    /// Keep generating past the end-of-text token, to the length asked for
+    /// (for timing a fixed number of tokens).
+    #[arg(long)]
+    ignore_eos: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -126,7 +130,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         prompts,
         max_new_tokens: args.max_new_tokens,
         sampling,
-        stop: tokenizer.end_of_text(),
+        stop: tokenizer.end_of_text().filter(|_| !args.ignore_eos),
     };
     request.check(&checkpoint.config)?;
     let job = Job {

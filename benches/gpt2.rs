@@ -1,0 +1,109 @@
+//! GPT-2 prefill and decoding on a checkpoint in the Hugging Face layout,
+//! the workloads of `benches/gpt2_transformers.py`, which times
+//! `transformers` on the same checkpoint, shapes and prompts. Run on a GPU:
+//!
+//! ```text
+//! python3 benches/gpt2_transformers.py DIR    # writes DIR (random GPT-2 124M weights) if missing
+//! cargo bench --bench gpt2 -- DIR             # here, or the built binary on the GPU machine
+//! ```
+//!
+//! - prefill: a batch of prompts of one length into a KV cache, to the
+//!   logits of each prompt's last token (what generation needs), median of
+//!   wall-clock runs that end with the logits on the host;
+//! - time to first token: one prompt of 1,000 tokens, loaded and tuned;
+//! - decode: a 16-token prompt and 256 new tokens, greedy, past any
+//!   end-of-text, tokens per second after the first token (`generate`'s
+//!   own timing), after one run of the same shape has tuned the kernels.
+
+mod common;
+
+use common::gpu_stream;
+use gpt_model::{Checkpoint, Float, Gpt, Request, Sampling, generate};
+use std::path::Path;
+use std::time::Instant;
+use tile::{Stream, bf16};
+
+/// The decode prompt: "The meaning of life is a question that has been
+/// asked by the largest of all" in GPT-2's BPE, as in the Python script.
+const PROMPT: [u32; 16] = [
+    464, 3616, 286, 1204, 318, 257, 1808, 326, 468, 587, 1965, 416, 262, 4387, 286, 477,
+];
+const NEW_TOKENS: usize = 256;
+
+/// Median milliseconds of `reps` prefills of `batch` prompts of `len`
+/// tokens (after two runs that tune and warm up).
+fn prefill<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, len: usize, reps: usize) -> f64 {
+    let vocab = model.config.vocab_size as u32;
+    let prompts: Vec<Vec<u32>> = (0..batch)
+        .map(|b| {
+            (0..len)
+                .map(|i| (i as u32 * 7919 + b as u32 * 104_729) % vocab)
+                .collect()
+        })
+        .collect();
+    let mut cache = model.cache(s, batch, len).unwrap();
+    let mut times: Vec<f64> = (0..reps + 2)
+        .map(|_| {
+            let t = Instant::now();
+            model.prefill(s, &mut cache, &prompts).unwrap();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .skip(2)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
+}
+
+/// Decode tokens per second at `batch`, and the tokens of the first sequence.
+fn decode<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize) -> (f64, Vec<u32>) {
+    let request = Request {
+        prompts: vec![PROMPT.to_vec(); batch],
+        max_new_tokens: NEW_TOKENS,
+        sampling: Sampling::GREEDY,
+        stop: None,
+    };
+    generate(s, model, &request, |_, _| true).unwrap();
+    let out = generate(s, model, &request, |_, _| true).unwrap();
+    let rate = out.decode_tokens as f64 / out.decode.as_secs_f64();
+    (rate, out.tokens[0].clone())
+}
+
+fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
+    let loading = Instant::now();
+    let model: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();
+    let ctx = model.config.n_positions;
+    println!("{dtype}: load {:.2} s", loading.elapsed().as_secs_f64());
+    let shapes: &[(usize, usize)] = if dtype == "f32" {
+        &[(8, 128)]
+    } else {
+        &[(16, 1024.min(ctx))]
+    };
+    for &(b, t) in shapes {
+        println!("{dtype}: prefill B={b} T={t}: {:.2} ms", prefill(s, &model, b, t, 10));
+    }
+    if dtype == "bf16" {
+        let t = 1000.min(ctx);
+        println!(
+            "{dtype}: time to first token, {t}-token prompt: {:.2} ms",
+            prefill(s, &model, 1, t, 5)
+        );
+    }
+    for batch in [1, 16] {
+        let (rate, tokens) = decode(s, &model, batch);
+        println!("{dtype}: decode batch {batch}: {rate:.1} tokens/s");
+        if batch == 1 {
+            println!("{dtype}: greedy tokens {:?}", &tokens[..16]);
+        }
+    }
+}
+
+fn main() {
+    let Some(dir) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
+        eprintln!("usage: cargo bench --bench gpt2 -- DIR (a GPT-2 checkpoint; see benches/gpt2_transformers.py)");
+        return;
+    };
+    let Some(s) = gpu_stream("gpt2") else { return };
+    let checkpoint = Checkpoint::from_dir(Path::new(&dir)).unwrap();
+    report::<bf16>(&s, &checkpoint, "bf16");
+    report::<f32>(&s, &checkpoint, "f32");
+}
