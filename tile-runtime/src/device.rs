@@ -66,6 +66,33 @@ pub fn device_count() -> Result<usize> {
     }
 }
 
+/// Lets the device's default memory pool, which stream-ordered allocations
+/// (`cuMemAllocAsync`) draw from, keep what is freed instead of returning
+/// it to the driver at each synchronization: a forward pass frees and
+/// allocates its activations again at every step, which would otherwise
+/// map the same memory again each time (as PyTorch's caching allocator
+/// avoids too).
+fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    let mut threshold = u64::MAX;
+    // SAFETY: `pool` receives the device's default pool, which lives as long
+    // as the device; the attribute takes a pointer to a u64.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+            .result()
+            .map_err(|e| Error::driver("cuDeviceGetDefaultMemPool", e))?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut threshold as *mut u64).cast(),
+        )
+        .result()
+        .map_err(|e| Error::driver("cuMemPoolSetAttribute", e))?;
+    }
+    Ok(())
+}
+
 impl Device {
     /// Opens device `ordinal`. Fails with a typed error when there is no
     /// driver, no such device, or the device is older than sm_90.
@@ -96,6 +123,9 @@ impl Device {
                 major: capability.0,
                 minor: capability.1,
             });
+        }
+        if ctx.has_async_alloc() {
+            keep_freed_memory(&ctx)?;
         }
         Ok(Arc::new(Device {
             ctx,

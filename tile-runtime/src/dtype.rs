@@ -6,7 +6,15 @@ use tile_spec::DType;
 
 /// A type tensors can hold.
 pub trait Element:
-    Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static + cudarc::driver::DeviceRepr
+    Copy
+    + Default
+    + PartialEq
+    + fmt::Debug
+    + Send
+    + Sync
+    + 'static
+    + cudarc::driver::DeviceRepr
+    + cudarc::driver::ValidAsZeroBits
 {
     /// The element type's tag, as kernel parameters and variants name it.
     const DTYPE: DType;

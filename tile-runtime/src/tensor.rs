@@ -113,9 +113,16 @@ impl Stream {
         self.upload_slice(&vec![value; n], shape)
     }
 
-    /// A new contiguous tensor of zeros.
+    /// A new contiguous tensor of zeros, allocated and cleared on the
+    /// stream: the host does not wait for the GPU (where `full` uploads).
     pub fn zeros<T: Element>(&self, shape: &[usize]) -> Result<Tensor<T>> {
-        self.full(shape, T::default())
+        let n: usize = shape.iter().product();
+        let buf = (self.cuda().alloc_zeros(n)).map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+        Ok(Tensor {
+            buf,
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+        })
     }
 
     /// Copies `src` into `dst` on the GPU (both contiguous, same shape).

@@ -214,7 +214,7 @@ fn report<B: tile::Backend>(o: &Output, load: std::time::Duration, on: &B) {
     let per_second = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
     let memory = match on.stream().map(|s| s.device().memory_in_use()) {
         Some(Ok(bytes)) => format!(
-            "; GPU memory in use at the end {:.0} MiB",
+            "; GPU memory held at the end {:.0} MiB (the allocator keeps what it freed)",
             bytes as f64 / (1 << 20) as f64
         ),
         _ => String::new(),
