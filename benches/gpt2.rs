@@ -15,6 +15,7 @@
 //!   end-of-text, tokens per second after the first token (`generate`'s
 //!   own timing), after one run of the same shape has tuned the kernels.
 
+#[allow(dead_code)] // the helpers this bench does not use
 mod common;
 
 use common::gpu_stream;
