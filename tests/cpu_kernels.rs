@@ -146,9 +146,12 @@ fn cpu_launch_rejects_wrong_ranks_and_empty_grids() {
         ),
         "{err}"
     );
-    let x = HostTensor::<f32>::zeros(&[1, 4]);
-    let mut y = HostTensor::<f32>::zeros(&[1, 4]);
-    let err = softmax::softmax::launch::<f32, 32, _>(&Cpu, 0, &x, &mut y).unwrap_err();
+    let x = HostTensor::<f32>::full(&[1, 4], 1.0);
+    let mut y = HostTensor::<f32>::full(&[1, 4], 7.0);
+    // A grid without blocks (a zero-sized problem) runs nothing.
+    softmax::softmax::launch::<f32, 32, _>(&Cpu, 0, &x, &mut y).unwrap();
+    assert_eq!(y.to_vec(), [7.0; 4]);
+    let err = softmax::softmax::launch::<f32, 32, _>(&Cpu, (1, 70000), &x, &mut y).unwrap_err();
     assert!(matches!(err, tile::Error::Grid { .. }), "{err}");
 }
 

@@ -439,7 +439,14 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 #(#params),*
             ) -> ::core::result::Result<(), ::tile::Error> {
                 #launch_with_check
-                let consts: ::std::vec::Vec<i64> = consts.iter().map(|&c| c as i64).collect();
+                let Ok(consts) = (consts.iter().map(|&c| i64::try_from(c)))
+                    .collect::<::core::result::Result<::std::vec::Vec<i64>, _>>()
+                else {
+                    return ::core::result::Result::Err(::tile::Error::Argument {
+                        kernel: KERNEL.name,
+                        reason: ::std::format!("const values {consts:?}: none past i64::MAX is built"),
+                    });
+                };
                 dispatch::<#(#type_idents,)* #backend>(on, &consts, grid.into(), #(#param_names),*)
             }
 

@@ -62,12 +62,12 @@ pub fn run<T: Element, B: Backend>(on: &B, x: &B::Tensor<T>, y: &mut B::Tensor<T
     softmax::launch_with(on, &[block], rows.div_ceil(rows_per_block(block)) as u32, x, y)
 }
 
-/// `(rows, cols)` of a 2-D shape.
+/// `(rows, cols)` of a 2-D shape (no rows: a launch that runs nothing).
 pub(crate) fn rows_cols(shape: &[usize]) -> tile::Result<(usize, usize)> {
     match shape {
-        [r, c] if *r > 0 => Ok((*r, *c)),
+        [r, c] => Ok((*r, *c)),
         _ => Err(tile::Error::Shape(format!(
-            "expected a [rows, cols] tensor with at least one row, got shape {shape:?}"
+            "expected a [rows, cols] tensor, got shape {shape:?}"
         ))),
     }
 }

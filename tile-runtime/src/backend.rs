@@ -106,6 +106,9 @@ impl Backend for Stream {
         args: &mut [Arg<'_, dyn TensorArg>],
     ) -> Result<()> {
         check_args(kernel, types, grid, args)?;
+        if grid.is_empty() {
+            return Ok(());
+        }
         crate::launch::launch(kernel, types, consts, self, grid, args)
     }
 }
@@ -154,6 +157,9 @@ impl Backend for Cpu {
         args: &mut [HostArg<'_>],
     ) -> Result<()> {
         check_args(kernel, types, grid, args)?;
+        if grid.is_empty() {
+            return Ok(());
+        }
         (kernel.cpu)(types, consts, grid, args)
     }
 }
@@ -161,8 +167,9 @@ impl Backend for Cpu {
 /// Checks a launch's arguments against `kernel`'s parameters, on either
 /// backend: the grid, then per parameter the kind of argument (tensor
 /// read or written, scalar type), a tensor's element type (`types` gives
-/// the type parameters') and rank. `Error::Grid`, `Error::Rank`, or
-/// `Error::Argument` for the rest.
+/// the type parameters') and rank, and that no written tensor reaches an
+/// element twice. `Error::Grid`, `Error::Rank`, or `Error::Argument` for
+/// the rest. A grid without blocks passes: its launch does nothing.
 fn check_args<O: TensorView + ?Sized>(
     kernel: &KernelSpec,
     types: &[DType],
@@ -214,6 +221,16 @@ fn check_args<O: TensorView + ?Sized>(
                 found: t.rank(),
             });
         }
+        if matches!(a, Arg::TensorMut(_)) && crate::host::overlaps(t.shape(), t.strides()) {
+            return Err(argument(
+                kernel,
+                format!(
+                    "tensor `{name}` is written, and its view (shape {:?}, strides {:?}) reaches some elements more than once: blocks writing them would race; pass a tensor whose elements are distinct",
+                    t.shape(),
+                    t.strides()
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -224,10 +241,10 @@ const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
 /// Checks the grid against the hardware limits.
 fn check_grid(kernel: &'static str, grid: Grid) -> Result<()> {
     for (axis, (n, max)) in [grid.x, grid.y, grid.z].into_iter().zip(MAX_GRID).enumerate() {
-        if n == 0 || n > max {
+        if n > max {
             return Err(Error::Grid {
                 kernel,
-                reason: format!("axis {axis} has {n} blocks; it takes 1 to {max}"),
+                reason: format!("axis {axis} has {n} blocks; it takes at most {max}"),
             });
         }
     }

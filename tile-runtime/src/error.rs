@@ -36,6 +36,11 @@ pub enum Error {
         /// The driver's description of the error.
         message: String,
     },
+    /// The GPU has no room for an allocation.
+    OutOfMemory {
+        /// The bytes asked for.
+        bytes: usize,
+    },
     /// A tensor argument has the wrong rank.
     Rank {
         /// The kernel launched.
@@ -119,6 +124,10 @@ impl fmt::Display for Error {
                 "{name} has compute capability {major}.{minor}; tile kernels need sm_90 or newer (Hopper, Blackwell)"
             ),
             Error::Driver { call, message } => write!(f, "CUDA driver call {call} failed: {message}"),
+            Error::OutOfMemory { bytes } => write!(
+                f,
+                "the GPU has no room for {bytes} more bytes: free tensors, or run a smaller problem"
+            ),
             Error::Rank {
                 kernel,
                 param,
@@ -158,6 +167,15 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
+    /// A failed allocation of `bytes`: `OutOfMemory` where the driver says
+    /// so, else the driver's error.
+    pub(crate) fn allocation(bytes: usize, e: cudarc::driver::DriverError) -> Error {
+        match e.0 {
+            cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory { bytes },
+            _ => Error::driver("cuMemAllocAsync", e),
+        }
+    }
+
     pub(crate) fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Error {
         Error::Driver {
             call,

@@ -15,6 +15,12 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// Whether an axis has no blocks: such a launch runs nothing (a
+    /// zero-sized problem), after its arguments are checked.
+    pub fn is_empty(self) -> bool {
+        self.x == 0 || self.y == 0 || self.z == 0
+    }
+
     /// The same grid, its blocks run in 2-CTA clusters (clusters of two) that share
     /// the operand tiles both load, where the kernel has such a variant:
     /// the sm_90a `wgmma` variants with f32 (tf32) operands. Whether that

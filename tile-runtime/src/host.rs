@@ -20,18 +20,55 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-/// The largest element offset a (shape, strides) pair reaches, plus one.
-pub fn span(shape: &[usize], strides: &[usize]) -> usize {
+/// The number of elements of `shape`, or `Error::Shape` where the product
+/// overflows a `usize`.
+pub fn elements(shape: &[usize]) -> Result<usize> {
+    (shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)))
+        .ok_or_else(|| Error::Shape(format!("shape {shape:?} has more elements than a usize counts")))
+}
+
+/// The largest element offset a (shape, strides) pair reaches, plus one
+/// (0 for an empty shape), or `Error::Shape` where that overflows a
+/// `usize`.
+pub fn span(shape: &[usize], strides: &[usize]) -> Result<usize> {
     if shape.contains(&0) {
-        return 0;
+        return Ok(0);
     }
-    1 + shape.iter().zip(strides).map(|(n, s)| (n - 1) * s).sum::<usize>()
+    (shape.iter().zip(strides))
+        .try_fold(1usize, |end, (n, s)| {
+            (n - 1).checked_mul(*s).and_then(|o| end.checked_add(o))
+        })
+        .ok_or_else(|| {
+            Error::Shape(format!(
+                "shape {shape:?} with strides {strides:?} reaches past what a usize counts"
+            ))
+        })
+}
+
+/// Whether two different indices of a (shape, strides) view can reach the
+/// same element: a written view must not, or its blocks would race. Exact
+/// for the layouts tensors have (each stride at least the extent of the
+/// dimensions with smaller strides); other interleavings count as overlap.
+pub fn overlaps(shape: &[usize], strides: &[usize]) -> bool {
+    let mut dims: Vec<(usize, usize)> = (shape.iter().copied().zip(strides.iter().copied()))
+        .filter(|&(n, _)| n > 1)
+        .map(|(n, s)| (s, n))
+        .collect();
+    dims.sort_unstable();
+    let mut extent = 1usize;
+    for (stride, n) in dims {
+        if stride < extent {
+            return true;
+        }
+        extent = stride.saturating_mul(n - 1).saturating_add(extent);
+    }
+    false
 }
 
 impl<T: Element> HostTensor<T> {
     /// A contiguous tensor over `data`.
     pub fn from_vec(data: Vec<T>, shape: &[usize]) -> Result<Self> {
-        let n: usize = shape.iter().product();
+        let n = elements(shape)?;
         if n != data.len() {
             return Err(Error::Shape(format!(
                 "shape {shape:?} holds {n} elements but the data has {}",
@@ -52,11 +89,11 @@ impl<T: Element> HostTensor<T> {
                 "shape {shape:?} and strides {strides:?} have different ranks"
             )));
         }
-        let need = span(shape, strides);
+        elements(shape)?;
+        let need = span(shape, strides)?;
         if need > data.len() {
             return Err(Error::Shape(format!(
-                "shape {shape:?} with strides {strides:?} reaches element {} but the data has {}",
-                need - 1,
+                "shape {shape:?} with strides {strides:?} needs {need} elements of data, and the data has {}",
                 data.len()
             )));
         }
@@ -68,8 +105,14 @@ impl<T: Element> HostTensor<T> {
     }
 
     /// A contiguous tensor of `shape` with every element `value`.
+    ///
+    /// # Panics
+    ///
+    /// Where the shape has more elements than a `usize` counts (as
+    /// `vec![value; n]` does past its capacity); [`HostTensor::from_vec`]
+    /// returns an error instead.
     pub fn full(shape: &[usize], value: T) -> Self {
-        let n = shape.iter().product();
+        let n = elements(shape).unwrap_or_else(|e| panic!("{e}"));
         HostTensor {
             data: vec![value; n],
             strides: contiguous_strides(shape),
@@ -78,6 +121,7 @@ impl<T: Element> HostTensor<T> {
     }
 
     /// A contiguous tensor of `shape` filled with zeros (`T::default()`).
+    /// Panics as [`HostTensor::full`] does.
     pub fn zeros(shape: &[usize]) -> Self {
         Self::full(shape, T::default())
     }
@@ -137,12 +181,14 @@ impl<T: Element> HostTensor<T> {
         self.data[o] = value;
     }
 
-    /// The element at `index` if in bounds (negative coordinates are out).
+    /// The element at `index` if in bounds (negative coordinates are out;
+    /// an index of another rank is `None`).
     pub fn checked(&self, index: &[i64]) -> Option<T> {
         self.checked_offset(index).map(|o| self.data[o])
     }
 
-    /// Writes `value` at `index` if in bounds; returns whether it did.
+    /// Writes `value` at `index` if in bounds (of the tensor's rank);
+    /// returns whether it did.
     pub fn checked_set(&mut self, index: &[i64], value: T) -> bool {
         match self.checked_offset(index) {
             Some(o) => {
@@ -154,6 +200,9 @@ impl<T: Element> HostTensor<T> {
     }
 
     fn checked_offset(&self, index: &[i64]) -> Option<usize> {
+        if index.len() != self.rank() {
+            return None;
+        }
         let mut o = 0;
         for ((&i, &n), &s) in index.iter().zip(&self.shape).zip(&self.strides) {
             if i < 0 || i as usize >= n {
@@ -166,7 +215,7 @@ impl<T: Element> HostTensor<T> {
 
     /// The same elements seen with another shape of equal size (contiguous tensors only).
     pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
-        let n: usize = shape.iter().product();
+        let n = elements(shape)?;
         if n != self.len() || self.strides != contiguous_strides(&self.shape) {
             return Err(Error::Shape(format!(
                 "can't reshape {:?} (strides {:?}) to {shape:?}",

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 /// Checks that 32-bit element offsets reach all of a tensor.
 fn check_size(kernel: &KernelSpec, param: &'static str, shape: &[usize], strides: &[usize]) -> Result<()> {
-    let max_offset = crate::host::span(shape, strides) as u64;
+    let max_offset = crate::host::span(shape, strides).map_or(u64::MAX, |n| n as u64);
     let too_big = max_offset > i32::MAX as u64 || shape.iter().chain(strides).any(|&x| x > i32::MAX as usize);
     if too_big {
         return Err(Error::TooLarge {

@@ -98,7 +98,7 @@ impl Scratch {
             *held = Some(
                 stream
                     .alloc_zeros::<u8>(total)
-                    .map_err(|e| Error::driver("cuMemAlloc", e))?,
+                    .map_err(|e| Error::allocation(total, e))?,
             );
         }
         let base = {

@@ -59,7 +59,7 @@ impl<T: Element> Tensor<T> {
 
     /// The same buffer seen with another contiguous shape of equal size.
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor<T>> {
-        let n: usize = shape.iter().product();
+        let n = crate::host::elements(shape)?;
         if n != self.len() || self.strides != contiguous_strides(&self.shape) {
             return Err(Error::Shape(format!(
                 "can't reshape {:?} (strides {:?}) to {shape:?}",
@@ -75,13 +75,9 @@ impl<T: Element> Tensor<T> {
 impl Stream {
     /// Copies a host tensor to the GPU, keeping its strides.
     pub fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
-        let storage = &host.storage()[..span(host.shape(), host.strides()).max(1).min(host.storage().len())];
-        let buf = self
-            .cuda()
-            .clone_htod(storage)
-            .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
+        let storage = &host.storage()[..span(host.shape(), host.strides())?.max(1).min(host.storage().len())];
         Ok(Tensor {
-            buf,
+            buf: self.copied(storage)?,
             shape: host.shape().to_vec(),
             strides: host.strides().to_vec(),
         })
@@ -89,35 +85,47 @@ impl Stream {
 
     /// Copies `data` (row-major) to a new contiguous GPU tensor of `shape`.
     pub fn upload_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Tensor<T>> {
-        let n: usize = shape.iter().product();
+        let n = crate::host::elements(shape)?;
         if n != data.len() {
             return Err(Error::Shape(format!(
                 "shape {shape:?} holds {n} elements but the data has {}",
                 data.len()
             )));
         }
-        let buf = self
-            .cuda()
-            .clone_htod(data)
-            .map_err(|e| Error::driver("cuMemcpyHtoD", e))?;
         Ok(Tensor {
-            buf,
+            buf: self.copied(data)?,
             shape: shape.to_vec(),
             strides: contiguous_strides(shape),
         })
     }
 
+    /// A new buffer of `n` elements, its contents not yet written, or
+    /// `Error::OutOfMemory`.
+    fn alloc<T: Element>(&self, n: usize) -> Result<CudaSlice<T>> {
+        // SAFETY: `copied` and `zeros`, the callers, write the whole buffer
+        // on the stream before anything can read it.
+        unsafe { self.cuda().alloc::<T>(n) }.map_err(|e| Error::allocation(n * std::mem::size_of::<T>(), e))
+    }
+
+    /// A new buffer holding a copy of `data`.
+    fn copied<T: Element>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        let mut buf = self.alloc(data.len())?;
+        (self.cuda().memcpy_htod(data, &mut buf)).map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))?;
+        Ok(buf)
+    }
+
     /// A new contiguous tensor filled with `value`.
     pub fn full<T: Element>(&self, shape: &[usize], value: T) -> Result<Tensor<T>> {
-        let n: usize = shape.iter().product();
+        let n = crate::host::elements(shape)?;
         self.upload_slice(&vec![value; n], shape)
     }
 
     /// A new contiguous tensor of zeros, allocated and cleared on the
     /// stream: the host does not wait for the GPU (where `full` uploads).
     pub fn zeros<T: Element>(&self, shape: &[usize]) -> Result<Tensor<T>> {
-        let n: usize = shape.iter().product();
-        let buf = (self.cuda().alloc_zeros(n)).map_err(|e| Error::driver("cuMemsetD8Async", e))?;
+        let n = crate::host::elements(shape)?;
+        let mut buf = self.alloc(n)?;
+        (self.cuda().memset_zeros(&mut buf)).map_err(|e| Error::driver("cuMemsetD8Async", e))?;
         Ok(Tensor {
             buf,
             shape: shape.to_vec(),
