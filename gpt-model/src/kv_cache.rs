@@ -3,13 +3,13 @@
 
 use crate::Result;
 use crate::config::Config;
-use crate::model::Float;
+use tile::Element;
 use tile::Backend;
 use tile_kernels::decode::DecodeScratch;
 
 /// Per layer, keys and values `[batch, capacity, C]` (heads side by side,
 /// as the QKV projection writes them), and each sequence's length so far.
-pub struct KvCache<B: Backend, T: Float> {
+pub struct KvCache<B: Backend, T: Element> {
     k: Vec<B::Tensor<T>>,
     v: Vec<B::Tensor<T>>,
     lengths: Vec<usize>,
@@ -22,7 +22,7 @@ pub struct KvCache<B: Backend, T: Float> {
     scratch: DecodeScratch<B>,
 }
 
-impl<B: Backend, T: Float> KvCache<B, T> {
+impl<B: Backend, T: Element> KvCache<B, T> {
     /// An empty cache for `batch` sequences of up to `capacity` tokens (at
     /// most the model's context).
     pub(crate) fn new(on: &B, config: &Config, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
@@ -94,7 +94,7 @@ impl<B: Backend, T: Float> KvCache<B, T> {
 }
 
 /// One layer's share of a [`KvCache`] during a pass.
-pub(crate) struct Layer<'c, B: Backend, T: Float> {
+pub(crate) struct Layer<'c, B: Backend, T: Element> {
     pub k: &'c mut B::Tensor<T>,
     pub v: &'c mut B::Tensor<T>,
     pub starts: &'c B::Tensor<i32>,
