@@ -3,8 +3,8 @@
 
 use crate::Result;
 use crate::config::Config;
-use tile::Element;
 use tile::Backend;
+use tile::Element;
 use tile_kernels::decode::DecodeScratch;
 
 /// Per layer, keys and values `[batch, capacity, C]` (heads side by side,
