@@ -4,11 +4,9 @@
 //! ends in a correct result or a typed error, never a panic or a silently
 //! wrong answer; on the CPU always, on the GPU where there is one.
 
-#[allow(dead_code)]
-#[path = "common/harness.rs"]
-mod harness;
+mod common;
 
-use harness::Test;
+use common::harness::{self, Test};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Backend, Device, Error, HostTensor};

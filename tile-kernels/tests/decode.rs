@@ -6,100 +6,17 @@
 //!
 //! Every case is written once, generic over the backend.
 
-#[allow(dead_code)]
-#[path = "../../tests/common/harness.rs"]
-mod harness;
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
-use harness::Test;
+use common::harness::{self, Test};
+use common::{Num, Rng, host, rel_err, rounded, values};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::prelude::*;
-use tile::{Element, Error};
+use tile::Error;
 use tile_kernels::attention;
 use tile_kernels::decode::{self, DecodeScratch, MAX_SPLITS};
-
-/// A small deterministic generator (xorshift64*), seeded per test.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Normals (Box-Muller) times `scale`.
-    fn normals(&mut self, n: usize, scale: f64) -> Vec<f64> {
-        (0..n)
-            .map(|_| {
-                let (u, v) = (self.uniform().max(1e-300), self.uniform());
-                scale * (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-            })
-            .collect()
-    }
-
-    /// Uniform in `lo..hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next_u64() % (hi - lo) as u64) as usize
-    }
-}
-
-/// Element types converted to and from f64, with the relative error
-/// expected of a result computed in f32 and rounded to the type.
-trait Num: Element {
-    const TOL: f64;
-    fn of(x: f64) -> Self;
-    fn f(self) -> f64;
-}
-
-impl Num for f32 {
-    const TOL: f64 = 1e-5;
-    fn of(x: f64) -> Self {
-        x as f32
-    }
-    fn f(self) -> f64 {
-        self as f64
-    }
-}
-
-impl Num for f16 {
-    const TOL: f64 = 2e-3;
-    fn of(x: f64) -> Self {
-        f16::from_f64(x)
-    }
-    fn f(self) -> f64 {
-        self.to_f64()
-    }
-}
-
-impl Num for bf16 {
-    const TOL: f64 = 1e-2;
-    fn of(x: f64) -> Self {
-        bf16::from_f64(x)
-    }
-    fn f(self) -> f64 {
-        self.to_f64()
-    }
-}
-
-/// Values as f64, after rounding to `T` (the input the kernel really saw).
-fn rounded<T: Num>(data: &[f64]) -> Vec<f64> {
-    data.iter().map(|&x| T::of(x).f()).collect()
-}
-
-fn host<T: Num>(data: &[f64], shape: &[usize]) -> HostTensor<T> {
-    HostTensor::from_vec(data.iter().map(|&x| T::of(x)).collect(), shape).unwrap()
-}
 
 /// A `[batch, rows, cols]` host tensor of `data` whose rows are `cols + pad`
 /// elements apart: with `pad` breaking 16-byte alignment, a GPU launch
@@ -113,22 +30,6 @@ fn rows_apart<T: Num>(data: &[f64], [batch, rows, cols]: [usize; 3], pad: usize)
         }
     }
     HostTensor::from_vec_strided(storage, &[batch, rows, cols], &[rows * stride, stride, 1]).unwrap()
-}
-
-fn values<T: Num>(t: &HostTensor<T>) -> Vec<f64> {
-    t.to_vec().into_iter().map(Num::f).collect()
-}
-
-/// ‖got − want‖ / ‖want‖, or ‖got‖ where `want` is 0; infinite when any
-/// value is not finite.
-fn rel_err(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    if got.iter().any(|x| !x.is_finite()) {
-        return f64::INFINITY;
-    }
-    let num: f64 = got.iter().zip(want).map(|(a, b)| (a - b).powi(2)).sum();
-    let den: f64 = want.iter().map(|b| b * b).sum();
-    (num / den.max(1e-300)).sqrt()
 }
 
 /// Each of `rows` rows of `got` within `tol` of `want`, so that a short
@@ -236,7 +137,7 @@ fn decode_case<T: Num, B: Backend>(
 /// Lengths for a cache of `capacity` over `keys` keys per step: one key,
 /// one step, one key more, a full cache, and a random one.
 fn ragged_lengths(rng: &mut Rng, capacity: usize, keys: usize) -> [i32; 5] {
-    [1, keys, keys + 1, capacity, rng.range(1, capacity + 1)].map(|n| n as i32)
+    [1, keys, keys + 1, capacity, 1 + rng.below(capacity)].map(|n| n as i32)
 }
 
 /// Every head size and `T` over ragged lengths, with one split, several,
