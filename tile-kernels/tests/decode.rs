@@ -13,8 +13,8 @@ use common::harness::{self, Test};
 use common::{Num, Rng, host, rel_err, rounded, values};
 use std::process::ExitCode;
 use std::sync::Arc;
-use tile::prelude::*;
 use tile::Error;
+use tile::prelude::*;
 use tile_kernels::attention;
 use tile_kernels::decode::{self, DecodeScratch, MAX_SPLITS};
 
