@@ -4,6 +4,10 @@ DIR has none, then times `transformers` eager on the workloads the Rust
 bench times on the same checkpoint:
 
     python3 benches/gpt2_transformers.py DIR [--compile]
+    python3 benches/gpt2_transformers.py DIR --shape xl --write-only
+
+(`--shape xl` writes a gpt2-xl-shaped checkpoint, 1.5B random weights in
+bf16, for `benches/tensor_parallel.rs`; `--write-only` times nothing.)
 
 - prefill: B=8 T=128 in f32 (tf32 matmuls allowed, as ours), B=16 T=1024 in
   bf16; a forward that fills the KV cache and keeps the last position's
@@ -26,11 +30,16 @@ PROMPT = [464, 3616, 286, 1204, 318, 257, 1808, 326, 468, 587, 1965, 416, 262, 4
 NEW_TOKENS = 256
 
 
-def checkpoint(path):
+SHAPES = {"124m": {}, "xl": dict(n_embd=1600, n_layer=48, n_head=25)}
+
+
+def checkpoint(path, shape="124m"):
     if not os.path.exists(os.path.join(path, "model.safetensors")):
         torch.manual_seed(0)
         with torch.device("cuda"):
-            model = GPT2LMHeadModel(GPT2Config())
+            model = GPT2LMHeadModel(GPT2Config(**SHAPES[shape]))
+        if shape != "124m":
+            model = model.to(torch.bfloat16)
         model.save_pretrained(path, safe_serialization=True)
 
 
@@ -78,8 +87,12 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("dir")
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--shape", choices=SHAPES, default="124m")
+    p.add_argument("--write-only", action="store_true")
     a = p.parse_args()
-    checkpoint(a.dir)
+    checkpoint(a.dir, a.shape)
+    if a.write_only:
+        return
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     print(torch.cuda.get_device_name(), "torch", torch.__version__)

@@ -50,6 +50,9 @@ pub enum GptError {
     Prompt(String),
     /// A sampling parameter is out of its range.
     Sampling(String),
+    /// A model can't be split over the ranks asked for, or their
+    /// collectives (NCCL) can't be set up or failed.
+    Parallel(String),
     /// A kernel launch or transfer failed.
     Tile(tile::Error),
 }
@@ -69,6 +72,7 @@ impl fmt::Display for GptError {
             }
             GptError::Prompt(m) => write!(f, "bad prompt: {m}"),
             GptError::Sampling(m) => write!(f, "bad sampling parameter: {m}"),
+            GptError::Parallel(m) => write!(f, "tensor parallelism: {m}"),
             GptError::Tile(e) => write!(f, "{e}"),
         }
     }

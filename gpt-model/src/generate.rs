@@ -91,16 +91,58 @@ pub fn generate<B: Backend, T: Float>(
     on: &B,
     model: &Gpt<B, T>,
     request: &Request,
+    on_token: impl FnMut(usize, u32) -> bool,
+) -> Result<Output> {
+    run(&(on, model), request, on_token)
+}
+
+/// What generation drives: a model on one backend, or one split over
+/// ranks ([`TensorParallel`](crate::TensorParallel)).
+pub(crate) trait Decoder {
+    /// Its KV cache.
+    type Cache;
+    fn config(&self) -> &Config;
+    fn cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache>;
+    fn prefill(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<f32>>;
+    fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
+    fn lengths(cache: &Self::Cache) -> &[usize];
+}
+
+impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
+    type Cache = KvCache<B, T>;
+
+    fn config(&self) -> &Config {
+        &self.1.config
+    }
+    fn cache(&self, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
+        self.1.cache(self.0, batch, capacity)
+    }
+    fn prefill(&self, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        self.1.prefill(self.0, cache, prompts)
+    }
+    fn decode(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+        self.1.decode(self.0, cache, tokens)
+    }
+    fn lengths(cache: &KvCache<B, T>) -> &[usize] {
+        cache.lengths()
+    }
+}
+
+/// The generation loop of [`generate`] and
+/// [`TensorParallel::generate`](crate::TensorParallel::generate).
+pub(crate) fn run<D: Decoder>(
+    model: &D,
+    request: &Request,
     mut on_token: impl FnMut(usize, u32) -> bool,
 ) -> Result<Output> {
-    request.check(&model.config)?;
+    request.check(model.config())?;
     let sampling = request.sampling;
     let batch = request.prompts.len();
-    let context = model.config.n_positions;
+    let context = model.config().n_positions;
     let longest = request.prompts.iter().map(Vec::len).max().unwrap_or(0);
     let start = Instant::now();
     let capacity = (longest + request.max_new_tokens).min(context);
-    let mut cache: KvCache<B, T> = model.cache(on, batch, capacity)?;
+    let mut cache = model.cache(batch, capacity)?;
     let mut samplers: Vec<Sampler> = (0..batch).map(|_| Sampler::new(sampling)).collect();
     let mut out = Output {
         tokens: vec![Vec::new(); batch],
@@ -115,8 +157,8 @@ pub fn generate<B: Backend, T: Float>(
         return Ok(out);
     }
     let mut running: Vec<bool> = vec![true; batch];
-    let vocab = model.config.vocab_size;
-    let mut logits = model.prefill(on, &mut cache, &request.prompts)?;
+    let vocab = model.config().vocab_size;
+    let mut logits = model.prefill(&mut cache, &request.prompts)?;
     let mut step = 0;
     let mut next: Vec<Option<u32>> = vec![None; batch];
     loop {
@@ -143,7 +185,7 @@ pub fn generate<B: Backend, T: Float>(
             if out.tokens[s].len() == request.max_new_tokens {
                 running[s] = false;
                 out.stops[s] = Stop::Length;
-            } else if cache.lengths()[s] >= capacity {
+            } else if D::lengths(&cache)[s] >= capacity {
                 running[s] = false;
                 out.stops[s] = Stop::ContextFull;
             }
@@ -161,7 +203,7 @@ pub fn generate<B: Backend, T: Float>(
             }
         }
         let decode_start = Instant::now();
-        logits = model.decode(on, &mut cache, &next)?;
+        logits = model.decode(&mut cache, &next)?;
         out.decode += decode_start.elapsed();
         step += 1;
     }

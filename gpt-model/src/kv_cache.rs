@@ -7,8 +7,8 @@ use tile::Backend;
 use tile::Element;
 use tile_kernels::decode::DecodeScratch;
 
-/// Per layer, keys and values `[batch, capacity, C]` (heads side by side,
-/// as the QKV projection writes them), and each sequence's length so far.
+/// Per layer, keys and values `[batch, capacity, heads · head size]`
+/// (heads side by side, as the QKV projection writes them), and each sequence's length so far.
 pub struct KvCache<B: Backend, T: Element> {
     k: Vec<B::Tensor<T>>,
     v: Vec<B::Tensor<T>>,
@@ -23,14 +23,14 @@ pub struct KvCache<B: Backend, T: Element> {
 }
 
 impl<B: Backend, T: Element> KvCache<B, T> {
-    /// An empty cache for `batch` sequences of up to `capacity` tokens (at
-    /// most the model's context).
-    pub(crate) fn new(on: &B, config: &Config, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
+    /// An empty cache of `heads` heads for `batch` sequences of up to
+    /// `capacity` tokens (at most the model's context).
+    pub(crate) fn new(on: &B, config: &Config, heads: usize, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
         let capacity = capacity.min(config.n_positions);
-        let shape = [batch, capacity, config.n_embd];
+        let shape = [batch, capacity, heads * config.head_size()];
         let layer = || on.zeros::<T>(&shape);
         let k: Vec<B::Tensor<T>> = (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?;
-        let scratch = DecodeScratch::new(on, &k[0], config.n_head)?;
+        let scratch = DecodeScratch::new(on, &k[0], heads)?;
         Ok(KvCache {
             v: (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?,
             k,

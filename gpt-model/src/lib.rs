@@ -27,7 +27,8 @@
 //! ```
 //!
 //! [`generate()`] runs that loop for a batch of prompts, streaming tokens as
-//! they come. The default model, embedded in the binary, is a small
+//! they come. [`TensorParallel`] splits a model over several GPUs (or CPU
+//! ranks, threads of one process), Megatron style, with the same API. The default model, embedded in the binary, is a small
 //! character-level GPT-2 trained on Shakespeare's plays by
 //! `train/train_char_gpt.py`; [`Checkpoint::open`] reads OpenAI's GPT-2
 //! (and any checkpoint of its architecture) from a Hugging Face directory
@@ -42,6 +43,7 @@ pub mod generate;
 mod hub;
 pub mod kv_cache;
 pub mod model;
+pub mod parallel;
 pub mod sample;
 pub mod tokenizer;
 
@@ -51,5 +53,6 @@ pub use error::{GptError, Result};
 pub use generate::{Output, Request, Stop, generate};
 pub use kv_cache::KvCache;
 pub use model::{Float, Gpt};
+pub use parallel::{Collective, Shard, ShardedCache, TensorParallel};
 pub use sample::{Sampler, Sampling};
 pub use tokenizer::{TextStream, Tokenizer};

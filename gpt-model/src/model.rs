@@ -6,11 +6,19 @@
 //! logits, no cache), [`Gpt::prefill`] (a batch of prompts, writing their
 //! keys and values into a [`KvCache`]) and [`Gpt::decode`] (one token per
 //! sequence, attending to the cache).
+//!
+//! A model may be one rank's [`Shard`] of a model split over several
+//! ([`TensorParallel`](crate::TensorParallel)): then its attention runs its
+//! heads only, its MLP its hidden units only, the row-parallel linears end
+//! with an all-reduce, and its logits are its slice of the vocabulary. The
+//! whole model is the one shard of one rank, on the same code path.
 
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::kv_cache::KvCache;
+use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
+use std::ops::Range;
 use tile::{Backend, Element, TensorView};
 use tile_kernels::{attention, decode, embedding, matmul, norm};
 
@@ -33,15 +41,21 @@ struct Block<X> {
     mlp_proj: Affine<X>,
 }
 
-/// A GPT-2 model whose parameters live on backend `B` in element type `T`.
+/// A GPT-2 model whose parameters live on backend `B` in element type `T`
+/// (or one rank's shard of it).
 pub struct Gpt<B: Backend, T: Float> {
     /// The model's shape.
     pub config: Config,
+    shard: Shard,
+    /// How this rank adds its partial sums to the others' (none alone).
+    all_reduce: Option<Box<dyn AllReduce<B, T>>>,
     wte: B::Tensor<T>,
     wpe: B::Tensor<T>,
     blocks: Vec<Block<B::Tensor<T>>>,
     ln_f: Affine<B::Tensor<T>>,
-    /// The LM head is `wte`, without a bias of its own.
+    /// The LM head is `wte` (tied), or this rank's rows of it.
+    head: Option<B::Tensor<T>>,
+    /// The LM head has no bias of its own.
     zero_bias: B::Tensor<T>,
 }
 
@@ -59,55 +73,108 @@ enum Attend<'c, B: Backend, T: Float> {
 impl<B: Backend, T: Float> Gpt<B, T> {
     /// Uploads the parameters, checking every tensor's shape.
     pub fn load(on: &B, checkpoint: &Checkpoint) -> Result<Gpt<B, T>> {
+        Gpt::load_shard(on, checkpoint, Shard::whole(&checkpoint.config), None)
+    }
+
+    /// Uploads `shard`'s parameters: its heads' rows of the QKV projection
+    /// and columns of the output projection, its hidden units' rows of the
+    /// MLP's first linear and columns of its second, its vocabulary rows
+    /// of the LM head. The row-parallel linears' biases are added once, by
+    /// rank 0.
+    pub(crate) fn load_shard(
+        on: &B,
+        checkpoint: &Checkpoint,
+        shard: Shard,
+        all_reduce: Option<Box<dyn AllReduce<B, T>>>,
+    ) -> Result<Gpt<B, T>> {
         let cfg = checkpoint.config;
         let c = cfg.n_embd;
+        let hd = cfg.head_size();
         let upload = |values: Vec<f32>, shape: &[usize]| -> Result<B::Tensor<T>> {
             let values: Vec<T> = values.into_iter().map(|v| T::from(v).unwrap_or_else(T::nan)).collect();
             Ok(on.upload_slice(&values, shape)?)
         };
-        let vector = |name: &str, n: usize| upload(checkpoint.tensor(name, &[n])?, &[n]);
+        let vector = |name: &str, n: usize| checkpoint.tensor(name, &[n]);
         let norm = |prefix: &str| -> Result<Affine<B::Tensor<T>>> {
             Ok((
-                vector(&format!("{prefix}.weight"), c)?,
-                vector(&format!("{prefix}.bias"), c)?,
+                upload(vector(&format!("{prefix}.weight"), c)?, &[c])?,
+                upload(vector(&format!("{prefix}.bias"), c)?, &[c])?,
             ))
         };
-        let conv1d = |prefix: &str, inp: usize, out: usize| -> Result<Affine<B::Tensor<T>>> {
-            let w = checkpoint.conv1d(&format!("{prefix}.weight"), inp, out)?;
-            Ok((upload(w, &[out, inp])?, vector(&format!("{prefix}.bias"), out)?))
+        // Column-parallel: the output rows in `parts` (ranges of rows), and
+        // their biases.
+        let column_parallel = |prefix: &str, out: usize, parts: &[Range<usize>]| -> Result<Affine<B::Tensor<T>>> {
+            let w = checkpoint.conv1d(&format!("{prefix}.weight"), c, out)?;
+            let b = vector(&format!("{prefix}.bias"), out)?;
+            let rows: usize = parts.iter().map(|p| p.len()).sum();
+            let w: Vec<f32> = parts.iter().flat_map(|p| &w[p.start * c..p.end * c]).copied().collect();
+            let b: Vec<f32> = parts.iter().flat_map(|p| &b[p.clone()]).copied().collect();
+            Ok((upload(w, &[rows, c])?, upload(b, &[rows])?))
         };
+        // Row-parallel: the input columns `cols`; the bias on rank 0 only.
+        let row_parallel = |prefix: &str, inp: usize, cols: Range<usize>| -> Result<Affine<B::Tensor<T>>> {
+            let w = checkpoint.conv1d(&format!("{prefix}.weight"), inp, c)?;
+            let b = vector(&format!("{prefix}.bias"), c)?;
+            let w: Vec<f32> = w
+                .chunks_exact(inp)
+                .flat_map(|row| &row[cols.clone()])
+                .copied()
+                .collect();
+            let b = if shard.rank == 0 { b } else { vec![0.0; c] };
+            Ok((upload(w, &[c, cols.len()])?, upload(b, &[c])?))
+        };
+        let heads = shard.heads.start * hd..shard.heads.end * hd;
+        let qkv: Vec<Range<usize>> = (0..3).map(|i| i * c + heads.start..i * c + heads.end).collect();
         let blocks = (0..cfg.n_layer)
             .map(|l| {
                 let p = |n: &str| format!("h.{l}.{n}");
                 Ok(Block {
                     ln_1: norm(&p("ln_1"))?,
-                    c_attn: conv1d(&p("attn.c_attn"), c, 3 * c)?,
-                    attn_proj: conv1d(&p("attn.c_proj"), c, c)?,
+                    c_attn: column_parallel(&p("attn.c_attn"), 3 * c, &qkv)?,
+                    attn_proj: row_parallel(&p("attn.c_proj"), c, heads.clone())?,
                     ln_2: norm(&p("ln_2"))?,
-                    c_fc: conv1d(&p("mlp.c_fc"), c, 4 * c)?,
-                    mlp_proj: conv1d(&p("mlp.c_proj"), 4 * c, c)?,
+                    c_fc: column_parallel(&p("mlp.c_fc"), 4 * c, std::slice::from_ref(&shard.hidden))?,
+                    mlp_proj: row_parallel(&p("mlp.c_proj"), 4 * c, shard.hidden.clone())?,
                 })
             })
             .collect::<Result<_>>()?;
-        let table = |name: &str, rows: usize| upload(checkpoint.tensor(name, &[rows, c])?, &[rows, c]);
+        let wte = checkpoint.tensor("wte.weight", &[cfg.vocab_size, c])?;
+        let head = if shard.vocab.len() == cfg.vocab_size {
+            None
+        } else {
+            let rows = &wte[shard.vocab.start * c..shard.vocab.end * c];
+            Some(upload(rows.to_vec(), &[shard.vocab.len(), c])?)
+        };
         Ok(Gpt {
             config: cfg,
-            wte: table("wte.weight", cfg.vocab_size)?,
-            wpe: table("wpe.weight", cfg.n_positions)?,
+            wte: upload(wte, &[cfg.vocab_size, c])?,
+            wpe: upload(
+                checkpoint.tensor("wpe.weight", &[cfg.n_positions, c])?,
+                &[cfg.n_positions, c],
+            )?,
             blocks,
             ln_f: norm("ln_f")?,
-            zero_bias: on.zeros(&[cfg.vocab_size])?,
+            head,
+            zero_bias: on.zeros(&[shard.vocab.len()])?,
+            shard,
+            all_reduce,
         })
+    }
+
+    /// The part of the model this one holds.
+    pub fn shard(&self) -> &Shard {
+        &self.shard
     }
 
     /// A cache for `batch` sequences of up to `capacity` tokens each (at
     /// most the model's context).
     pub fn cache(&self, on: &B, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
-        KvCache::new(on, &self.config, batch, capacity)
+        KvCache::new(on, &self.config, self.shard.heads.len(), batch, capacity)
     }
 
     /// Logits for every position of `tokens` (1 to `n_positions` of them),
-    /// row-major `[tokens.len(), vocab_size]`; nothing is cached.
+    /// row-major `[tokens.len(), vocab_size]` (a shard's: its vocabulary
+    /// columns); nothing is cached.
     pub fn forward(&self, on: &B, tokens: &[u32]) -> Result<Vec<f32>> {
         self.check_tokens(tokens)?;
         let t = tokens.len();
@@ -251,8 +318,9 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         layer: usize,
         attend: &mut Attend<B, T>,
     ) -> Result<B::Tensor<T>> {
-        let c = self.config.n_embd;
-        let heads = self.config.n_head;
+        // This rank's heads, side by side.
+        let heads = self.shard.heads.len();
+        let c = heads * self.config.head_size();
         let h = self.layer_norm(on, &x, &p.ln_1)?;
         let mut qkv = on.zeros(&[b * t, 3 * c])?;
         matmul::run_linear(on, &h, &p.c_attn.0, &p.c_attn.1, &mut qkv, false)?;
@@ -272,20 +340,37 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
         }
         let att = on.reshape(att, &[b * t, c])?;
-        let mut out = on.zeros(&[b * t, c])?;
-        matmul::run_linear_residual(on, (&att, &p.attn_proj.0, &p.attn_proj.1), &x, &mut out)?;
-        Ok(out)
+        self.row_parallel(on, &att, &p.attn_proj, &x)
     }
 
     /// `x + proj(gelu(fc(ln_2(x))))`.
     fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, x: B::Tensor<T>) -> Result<B::Tensor<T>> {
-        let c = self.config.n_embd;
-        let n = x.len() / c;
+        let n = x.len() / self.config.n_embd;
         let h = self.layer_norm(on, &x, &p.ln_2)?;
-        let mut fc = on.zeros(&[n, 4 * c])?;
+        let mut fc = on.zeros(&[n, self.shard.hidden.len()])?;
         matmul::run_linear(on, &h, &p.c_fc.0, &p.c_fc.1, &mut fc, true)?;
-        let mut out = on.zeros(&[n, c])?;
-        matmul::run_linear_residual(on, (&fc, &p.mlp_proj.0, &p.mlp_proj.1), &x, &mut out)?;
+        self.row_parallel(on, &fc, &p.mlp_proj, &x)
+    }
+
+    /// `residual + input @ w^T + b`, row-parallel: each rank multiplies its
+    /// slice of the input channels; rank 0 adds the bias and the residual,
+    /// and the all-reduce adds up the ranks.
+    fn row_parallel(
+        &self,
+        on: &B,
+        input: &B::Tensor<T>,
+        (w, b): &Affine<B::Tensor<T>>,
+        residual: &B::Tensor<T>,
+    ) -> Result<B::Tensor<T>> {
+        let mut out = on.zeros(residual.shape())?;
+        if self.shard.rank == 0 {
+            matmul::run_linear_residual(on, (input, w, b), residual, &mut out)?;
+        } else {
+            matmul::run_linear(on, input, w, b, &mut out, false)?;
+        }
+        if let Some(all_reduce) = &self.all_reduce {
+            all_reduce.sum(on, &mut out)?;
+        }
         Ok(out)
     }
 
@@ -295,11 +380,13 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         Ok(h)
     }
 
-    /// `ln_f(x) @ wte^T` for `x: [rows, C]`, downloaded as f32.
+    /// `ln_f(x) @ wte^T` for `x: [rows, C]` (this rank's vocabulary
+    /// columns), downloaded as f32.
     fn logits(&self, on: &B, x: &B::Tensor<T>) -> Result<Vec<f32>> {
         let h = self.layer_norm(on, x, &self.ln_f)?;
-        let mut logits = on.zeros(&[x.shape()[0], self.config.vocab_size])?;
-        matmul::run_linear(on, &h, &self.wte, &self.zero_bias, &mut logits, false)?;
+        let mut logits = on.zeros(&[x.shape()[0], self.shard.vocab.len()])?;
+        let head = self.head.as_ref().unwrap_or(&self.wte);
+        matmul::run_linear(on, &h, head, &self.zero_bias, &mut logits, false)?;
         Ok(on
             .download(&logits)?
             .to_vec()

@@ -22,8 +22,9 @@ use tile_spec::DType;
 /// either (the guide's chapter 9, "Backends", shows one, run on both).
 /// `launch_with` and `launch` call [`Backend::launch_kernel`].
 pub trait Backend {
-    /// A tensor with elements of type `T` on this backend.
-    type Tensor<T: Element>: TensorView;
+    /// A tensor with elements of type `T` on this backend (shareable
+    /// across threads: a model split over ranks runs each on its own).
+    type Tensor<T: Element>: TensorView + Send + Sync;
 
     /// How a launch passes this backend's tensors: element type erased.
     type Operand: TensorView + ?Sized;

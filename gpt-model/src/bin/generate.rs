@@ -6,7 +6,9 @@
 //! `cargo run --release -p gpt-model --bin generate -- --model gpt2 --prompt "The meaning of life is"`
 
 use clap::{Parser, ValueEnum};
-use gpt_model::{Checkpoint, Float, Gpt, GptError, Output, Request, Sampling, TextStream, Tokenizer, generate};
+use gpt_model::{
+    Checkpoint, Collective, Float, GptError, Output, Request, Sampling, TensorParallel, TextStream, Tokenizer,
+};
 use half::{bf16, f16};
 use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
@@ -46,8 +48,12 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
     /// Run the kernels' CPU versions even when a GPU is present.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "gpus")]
     cpu: bool,
+    /// Split the model over this many GPUs (tensor parallelism through
+    /// NCCL: GPUs 0 to N-1).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    gpus: Option<u32>,
     /// Keep generating past the end-of-text token, to the length asked for
     /// (for timing a fixed number of tokens).
     #[arg(long)]
@@ -140,11 +146,23 @@ fn run(args: &Args) -> Result<(), Failure> {
         request: &request,
         loading,
     };
+    if let Some(n) = args.gpus {
+        let devices = (0..n as usize)
+            .map(tile::Device::new)
+            .collect::<tile::Result<Vec<_>>>()
+            .map_err(|e| GptError::Parallel(format!("--gpus {n}: {e}")))?;
+        let names: Vec<&str> = devices.iter().map(|d| d.name()).collect();
+        eprintln!(
+            "[running on {n} GPUs ({}) through the CUDA driver and NCCL]",
+            names.join(", ")
+        );
+        return job.run_in(devices.iter().map(|d| d.stream()).collect(), args.dtype);
+    }
     let device = if args.cpu { None } else { Some(tile::Device::new(0)) };
     match device {
         Some(Ok(device)) => {
             eprintln!("[running on {} through the CUDA driver]", device.name());
-            job.run_in(&device.stream(), args.dtype)
+            job.run_in(vec![device.stream()], args.dtype)
         }
         other => {
             let why = match other {
@@ -152,7 +170,7 @@ fn run(args: &Args) -> Result<(), Failure> {
                 _ => "--cpu".to_string(),
             };
             eprintln!("[{why}; running the kernels' CPU versions]");
-            job.run_in(&tile::Cpu, args.dtype)
+            job.run_in(vec![tile::Cpu], args.dtype)
         }
     }
 }
@@ -167,16 +185,20 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    fn run_in<B: tile::Backend>(&self, on: &B, dtype: Dtype) -> Result<(), Failure> {
+    /// Runs on `ranks` (one, or the GPUs the model is split over).
+    fn run_in<B>(&self, ranks: Vec<B>, dtype: Dtype) -> Result<(), Failure>
+    where
+        B: Collective<f32> + Collective<bf16> + Collective<f16>,
+    {
         match dtype {
-            Dtype::F32 => self.run::<B, f32>(on),
-            Dtype::Bf16 => self.run::<B, bf16>(on),
-            Dtype::F16 => self.run::<B, f16>(on),
+            Dtype::F32 => self.run::<B, f32>(ranks),
+            Dtype::Bf16 => self.run::<B, bf16>(ranks),
+            Dtype::F16 => self.run::<B, f16>(ranks),
         }
     }
 
-    fn run<B: tile::Backend, T: Float>(&self, on: &B) -> Result<(), Failure> {
-        let model: Gpt<B, T> = Gpt::load(on, self.checkpoint)?;
+    fn run<B: Collective<T>, T: Float>(&self, ranks: Vec<B>) -> Result<(), Failure> {
+        let model: TensorParallel<B, T> = TensorParallel::load(ranks, self.checkpoint)?;
         let load = self.loading.elapsed();
         let batch = self.texts.len();
         let mut stdout = std::io::stdout().lock();
@@ -187,7 +209,7 @@ impl Job<'_> {
         if batch == 1 {
             written = write!(stdout, "{}", self.texts[0]).and_then(|_| stdout.flush());
         }
-        let output = generate(on, &model, self.request, |s, token| {
+        let output = model.generate(self.request, |s, token| {
             if batch == 1 && written.is_ok() {
                 let text = streams[s].push(&self.tokenizer.decode_bytes(&[token]));
                 written = write!(stdout, "{text}").and_then(|_| stdout.flush());
@@ -203,16 +225,20 @@ impl Job<'_> {
                 writeln!(stdout, "=== sequence {} ===\n{text}{generated}\n", i + 1).map_err(Failure::Output)?;
             }
         }
-        report(&output, load, on);
+        report(&output, load, model.ranks());
         Ok(())
     }
 }
 
 /// Times and sizes, on stderr.
-fn report<B: tile::Backend>(o: &Output, load: std::time::Duration, on: &B) {
+fn report<B: tile::Backend>(o: &Output, load: std::time::Duration, ranks: &[B]) {
     let generated: usize = o.tokens.iter().map(Vec::len).sum();
     let per_second = |n: usize, d: std::time::Duration| n as f64 / d.as_secs_f64().max(1e-9);
-    let memory = match on.stream().map(|s| s.device().memory_in_use()) {
+    let held: Option<tile::Result<usize>> = ranks
+        .iter()
+        .map(|on| on.stream().map(|s| s.device().memory_in_use()))
+        .sum();
+    let memory = match held {
         Some(Ok(bytes)) => format!(
             "; GPU memory held at the end {:.0} MiB (the allocator keeps what it freed)",
             bytes as f64 / (1 << 20) as f64

@@ -1,0 +1,143 @@
+//! A GPT-2 split over GPUs (tensor parallelism through NCCL) against one
+//! GPU, on a checkpoint in the Hugging Face layout, bf16. Run on a machine
+//! with 2 GPUs:
+//!
+//! ```text
+//! python3 benches/gpt2_transformers.py DIR --shape xl --write-only   # gpt2-xl-shaped, random weights
+//! cargo bench --bench tensor_parallel -- DIR                         # or the built binary there
+//! ```
+//!
+//! For 1 and 2 GPUs: decode tokens per second at batch 1 and 16 (a 16-token
+//! prompt, 256 new tokens, greedy, after a run that tunes the kernels),
+//! and a prefill of 4 × 1,024 tokens (median wall-clock ms, ending with the
+//! logits on the host). With 2 GPUs, the all-reduces' share of a decode
+//! step: the same all-reduces (two per layer, `[batch, n_embd]`) timed
+//! alone, over the step's time.
+
+use gpt_model::{Checkpoint, Collective, Request, Sampling, TensorParallel};
+use std::path::Path;
+use std::time::Instant;
+use tile::{Device, Stream, bf16};
+
+const NEW_TOKENS: usize = 256;
+
+/// Decode tokens per second at `batch`, and the tokens of the first sequence.
+fn decode(model: &TensorParallel<Stream, bf16>, batch: usize) -> (f64, Vec<u32>) {
+    let request = Request {
+        prompts: vec![(0..16).map(|i| 464 + 37 * i).collect(); batch],
+        max_new_tokens: NEW_TOKENS,
+        sampling: Sampling::GREEDY,
+        stop: None,
+    };
+    model.generate(&request, |_, _| true).unwrap();
+    let out = model.generate(&request, |_, _| true).unwrap();
+    (
+        out.decode_tokens as f64 / out.decode.as_secs_f64(),
+        out.tokens[0].clone(),
+    )
+}
+
+/// Median wall-clock ms of prefilling `batch` prompts of `len` tokens.
+fn prefill(model: &TensorParallel<Stream, bf16>, batch: usize, len: usize) -> f64 {
+    let vocab = model.config().vocab_size as u32;
+    let prompts: Vec<Vec<u32>> = (0..batch)
+        .map(|b| {
+            (0..len)
+                .map(|i| (i as u32 * 7919 + b as u32 * 104_729) % vocab)
+                .collect()
+        })
+        .collect();
+    let mut cache = model.cache(batch, len).unwrap();
+    let mut times: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            model.prefill(&mut cache, &prompts).unwrap();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .skip(2)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// Milliseconds of `count` all-reduces of `[batch, width]` across `ranks`,
+/// each rank on its own thread, as a decode step issues them.
+fn all_reduces(ranks: &[Stream], batch: usize, width: usize, count: usize) -> f64 {
+    let joined = <Stream as Collective<bf16>>::join(ranks).unwrap();
+    let run = || {
+        std::thread::scope(|s| {
+            for (on, all_reduce) in ranks.iter().zip(&joined) {
+                s.spawn(move || {
+                    let mut x = on.zeros::<bf16>(&[batch, width]).unwrap();
+                    for _ in 0..count {
+                        all_reduce.sum(on, &mut x).unwrap();
+                    }
+                    on.synchronize().unwrap();
+                });
+            }
+        })
+    };
+    run();
+    let t = Instant::now();
+    run();
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn main() {
+    let Some(dir) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
+        eprintln!("usage: cargo bench --bench tensor_parallel -- DIR (see benches/gpt2_transformers.py --shape xl)");
+        return;
+    };
+    let gpus = match tile::device_count() {
+        Ok(n) if n >= 2 => 2,
+        found => {
+            let why = format!("needs 2 GPUs, found {found:?}");
+            if std::env::var_os("TILE_REQUIRE_GPU").is_some_and(|v| v == "1") {
+                panic!("tensor_parallel: {why}");
+            }
+            eprintln!("tensor_parallel: skipped ({why})");
+            return;
+        }
+    };
+    let devices: Vec<_> = (0..gpus).map(|i| Device::new(i).unwrap()).collect();
+    let checkpoint = Checkpoint::from_dir(Path::new(&dir)).unwrap();
+    let cfg = checkpoint.config;
+    println!(
+        "{} × {gpus}; {} layers, {} heads, {} channels, bf16",
+        devices[0].name(),
+        cfg.n_layer,
+        cfg.n_head,
+        cfg.n_embd
+    );
+    let mut first_tokens = Vec::new();
+    for n in 1..=gpus {
+        let ranks: Vec<Stream> = devices[..n].iter().map(|d| d.stream()).collect();
+        let loading = Instant::now();
+        let model: TensorParallel<Stream, bf16> = TensorParallel::load(ranks.clone(), &checkpoint).unwrap();
+        println!("{n} GPU: load {:.2} s", loading.elapsed().as_secs_f64());
+        println!(
+            "{n} GPU: prefill 4 × 1024: {:.2} ms",
+            prefill(&model, 4, 1024.min(cfg.n_positions))
+        );
+        for batch in [1, 16] {
+            let (rate, tokens) = decode(&model, batch);
+            println!(
+                "{n} GPU: decode batch {batch}: {rate:.1} tokens/s ({:.3} ms a step)",
+                1e3 * batch as f64 / rate
+            );
+            if n > 1 {
+                let ms = all_reduces(&ranks, batch, cfg.n_embd, 2 * cfg.n_layer);
+                println!(
+                    "{n} GPU: batch {batch}: {} all-reduces of [{batch}, {}] alone: {ms:.3} ms, {:.0}% of a step",
+                    2 * cfg.n_layer,
+                    cfg.n_embd,
+                    100.0 * ms * rate / (1e3 * batch as f64)
+                );
+            }
+            if batch == 1 {
+                first_tokens.push(tokens[..16].to_vec());
+            }
+        }
+    }
+    println!("greedy tokens (batch 1) per GPU count: {first_tokens:?}");
+}

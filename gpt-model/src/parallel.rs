@@ -1,0 +1,340 @@
+//! Tensor parallelism, Megatron style: one model split over ranks (GPUs, or
+//! CPU ranks simulated by threads of one process), each holding a
+//! [`Shard`]: a range of the attention heads, of the MLP's hidden units and
+//! of the vocabulary.
+//!
+//! Every rank holds the whole residual stream. The QKV projection and the
+//! MLP's first linear are column-parallel (each rank computes its heads'
+//! and its hidden units' columns); the attention output projection and the
+//! MLP's second linear are row-parallel (each rank multiplies its slice of
+//! the channels, and one all-reduce sums the ranks' partial results); the
+//! LM head is split over the vocabulary, each rank computing its slice of
+//! the logits, which [`TensorParallel`] joins on the host for sampling.
+//!
+//! The all-reduce is NCCL's across GPUs (cudarc's `nccl`, one process
+//! driving the GPUs, one thread per GPU) and a host sum across CPU ranks,
+//! which tests the sharding without several GPUs.
+
+use crate::checkpoint::Checkpoint;
+use crate::config::Config;
+use crate::generate::{Decoder, Output, Request, run};
+use crate::kv_cache::KvCache;
+use crate::model::{Float, Gpt};
+use crate::{GptError, Result};
+use cudarc::nccl::{Comm, NcclType, ReduceOp};
+use std::ops::Range;
+use std::sync::{Arc, Barrier, Mutex};
+use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
+
+/// The part of a model one rank holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This rank, from 0.
+    pub rank: usize,
+    /// How many ranks split the model.
+    pub ranks: usize,
+    /// The attention heads whose queries, keys and values this rank
+    /// computes, and whose channels its output projection reads.
+    pub heads: Range<usize>,
+    /// The MLP's hidden units (of `4 · n_embd`) this rank computes.
+    pub hidden: Range<usize>,
+    /// The vocabulary rows of the LM head whose logits this rank computes.
+    pub vocab: Range<usize>,
+}
+
+/// The hidden units are split in groups of this many, which keeps each
+/// rank's slice of the MLP's weights a whole number of 128-byte lines.
+const HIDDEN_GROUP: usize = 64;
+
+/// Part `part` of `0..n` split into `parts` contiguous ranges whose lengths
+/// differ by at most one (the longer ones first).
+fn split(n: usize, parts: usize, part: usize) -> Range<usize> {
+    let (q, r) = (n / parts, n % parts);
+    let start = part * q + part.min(r);
+    start..start + q + usize::from(part < r)
+}
+
+impl Shard {
+    /// The whole model, on one rank.
+    pub fn whole(config: &Config) -> Shard {
+        Shard {
+            rank: 0,
+            ranks: 1,
+            heads: 0..config.n_head,
+            hidden: 0..4 * config.n_embd,
+            vocab: 0..config.vocab_size,
+        }
+    }
+
+    /// Rank `rank`'s part of a model of `config` split over `ranks`: as
+    /// even as the heads, the hidden units (in groups of 64) and the
+    /// vocabulary allow. Every rank needs a head of its own.
+    pub fn of(config: &Config, rank: usize, ranks: usize) -> Result<Shard> {
+        if ranks == 0 || ranks > config.n_head || rank >= ranks {
+            return Err(GptError::Parallel(format!(
+                "can't split a model of {} heads over {ranks} ranks (rank {rank}): each rank needs a head",
+                config.n_head
+            )));
+        }
+        let groups = split(4 * config.n_embd / HIDDEN_GROUP, ranks, rank);
+        Ok(Shard {
+            rank,
+            ranks,
+            heads: split(config.n_head, ranks, rank),
+            hidden: groups.start * HIDDEN_GROUP..groups.end * HIDDEN_GROUP,
+            vocab: split(config.vocab_size, ranks, rank),
+        })
+    }
+}
+
+/// How a rank adds its partial sums to the other ranks' (after each
+/// row-parallel linear).
+pub trait AllReduce<B: Backend, T: Float>: Send + Sync {
+    /// Replaces `x` on every rank with the sum of every rank's `x`. Every
+    /// rank calls it, in the same order.
+    fn sum(&self, on: &B, x: &mut B::Tensor<T>) -> Result<()>;
+}
+
+/// Backends whose ranks can run one model together.
+pub trait Collective<T: Float>: Backend + Sync + Sized {
+    /// One all-reduce per rank, joining `ranks` (each rank's backend, in
+    /// rank order).
+    fn join(ranks: &[Self]) -> Result<Vec<Box<dyn AllReduce<Self, T>>>>;
+}
+
+/// CPU ranks, threads of one process: each puts its partial sums in a
+/// shared slot, and every rank adds the slots up in rank order (so each
+/// ends with the same sum).
+struct HostSum {
+    rank: usize,
+    group: Arc<HostGroup>,
+}
+
+struct HostGroup {
+    parts: Mutex<Vec<Vec<f32>>>,
+    barrier: Barrier,
+}
+
+impl<T: Float> AllReduce<Cpu, T> for HostSum {
+    fn sum(&self, _on: &Cpu, x: &mut HostTensor<T>) -> Result<()> {
+        let lock = || self.group.parts.lock().unwrap_or_else(|e| e.into_inner());
+        lock()[self.rank] = x.to_vec().iter().map(|v| v.to_f32().unwrap_or(f32::NAN)).collect();
+        self.group.barrier.wait();
+        let total: Vec<T> = {
+            let parts = lock();
+            (0..parts[self.rank].len())
+                .map(|i| T::from(parts.iter().map(|p| p[i]).sum::<f32>()).unwrap_or_else(T::nan))
+                .collect()
+        };
+        // Nobody writes its next partial sums before everyone has read these.
+        self.group.barrier.wait();
+        *x = HostTensor::from_vec(total, x.shape())?;
+        Ok(())
+    }
+}
+
+impl<T: Float> Collective<T> for Cpu {
+    fn join(ranks: &[Cpu]) -> Result<Vec<Box<dyn AllReduce<Cpu, T>>>> {
+        let group = Arc::new(HostGroup {
+            parts: Mutex::new(vec![Vec::new(); ranks.len()]),
+            barrier: Barrier::new(ranks.len()),
+        });
+        Ok((0..ranks.len())
+            .map(|rank| {
+                Box::new(HostSum {
+                    rank,
+                    group: group.clone(),
+                }) as Box<dyn AllReduce<Cpu, T>>
+            })
+            .collect())
+    }
+}
+
+/// A GPU rank's NCCL communicator, used by one thread at a time.
+struct Nccl(Mutex<SendComm>);
+
+/// NCCL lets a communicator be used from any thread, one at a time (the
+/// mutex above); cudarc's `Comm` holds a raw handle, so it isn't `Send`.
+struct SendComm(Comm);
+// SAFETY: see above; the communicator is only reached through the mutex.
+unsafe impl Send for SendComm {}
+
+impl<T: Float + NcclType> AllReduce<Stream, T> for Nccl {
+    fn sum(&self, _on: &Stream, x: &mut Tensor<T>) -> Result<()> {
+        let comm = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        comm.0
+            .all_reduce_in_place(x.as_cudarc_mut(), &ReduceOp::Sum)
+            .map_err(|e| GptError::Parallel(format!("ncclAllReduce failed: {e:?}")))?;
+        Ok(())
+    }
+}
+
+impl<T: Float + NcclType> Collective<T> for Stream {
+    fn join(ranks: &[Stream]) -> Result<Vec<Box<dyn AllReduce<Stream, T>>>> {
+        // SAFETY: only tries to load the library and drops the handle.
+        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+            return Err(GptError::Parallel(
+                "NCCL could not be loaded (libnccl.so): install NCCL (Ubuntu: `apt install libnccl2 libnccl-dev`; \
+                 or pip's nvidia-nccl, with its lib folder on LD_LIBRARY_PATH)"
+                    .into(),
+            ));
+        }
+        let mut ordinals: Vec<usize> = ranks.iter().map(|s| s.as_cudarc().context().ordinal()).collect();
+        ordinals.sort_unstable();
+        if ordinals.windows(2).any(|w| w[0] == w[1]) {
+            return Err(GptError::Parallel(format!(
+                "two ranks on the same GPU (devices {ordinals:?}): each rank needs a GPU of its own"
+            )));
+        }
+        let comms = Comm::from_devices(ranks.iter().map(|s| s.as_cudarc().clone()).collect())
+            .map_err(|e| GptError::Parallel(format!("ncclCommInitAll failed: {e:?}")))?;
+        Ok(comms
+            .into_iter()
+            .map(|c| Box::new(Nccl(Mutex::new(SendComm(c)))) as Box<dyn AllReduce<Stream, T>>)
+            .collect())
+    }
+}
+
+/// A GPT-2 split over ranks, each on its own backend; with one rank, the
+/// plain model. Its passes run every rank at once (a thread each) and
+/// return the whole logits.
+pub struct TensorParallel<B: Backend, T: Float> {
+    ranks: Vec<B>,
+    shards: Vec<Gpt<B, T>>,
+}
+
+/// A [`KvCache`] per rank, each holding its rank's heads.
+pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>);
+
+impl<B: Backend, T: Float> ShardedCache<B, T> {
+    /// Each sequence's tokens so far.
+    pub fn lengths(&self) -> &[usize] {
+        self.0[0].lengths()
+    }
+}
+
+impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
+    /// Loads each rank's shard of `checkpoint` onto its backend (in rank
+    /// order), and joins the ranks.
+    pub fn load(ranks: Vec<B>, checkpoint: &Checkpoint) -> Result<TensorParallel<B, T>> {
+        let n = ranks.len();
+        let mut comms: Vec<Option<Box<dyn AllReduce<B, T>>>> = match n {
+            0 => return Err(GptError::Parallel("no rank to run the model on".into())),
+            1 => vec![None],
+            _ => B::join(&ranks)?.into_iter().map(Some).collect(),
+        };
+        let shards = ranks
+            .iter()
+            .zip(comms.drain(..))
+            .enumerate()
+            .map(|(r, (on, comm))| Gpt::load_shard(on, checkpoint, Shard::of(&checkpoint.config, r, n)?, comm))
+            .collect::<Result<_>>()?;
+        Ok(TensorParallel { ranks, shards })
+    }
+
+    /// The model's shape.
+    pub fn config(&self) -> &Config {
+        &self.shards[0].config
+    }
+
+    /// Each rank's backend, in rank order.
+    pub fn ranks(&self) -> &[B] {
+        &self.ranks
+    }
+
+    /// A cache for `batch` sequences of up to `capacity` tokens each.
+    pub fn cache(&self, batch: usize, capacity: usize) -> Result<ShardedCache<B, T>> {
+        let caches = self.ranks.iter().zip(&self.shards);
+        Ok(ShardedCache(
+            caches
+                .map(|(on, m)| m.cache(on, batch, capacity))
+                .collect::<Result<_>>()?,
+        ))
+    }
+
+    /// [`Gpt::prefill`] on every rank: the logits of each prompt's last
+    /// token, `[batch, vocab_size]`.
+    pub fn prefill(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        self.each(cache, |on, model, cache| model.prefill(on, cache, prompts))
+    }
+
+    /// [`Gpt::decode`] on every rank: the logits, `[batch, vocab_size]`.
+    pub fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+        self.each(cache, |on, model, cache| model.decode(on, cache, tokens))
+    }
+
+    /// [`generate`](crate::generate()) on the split model.
+    pub fn generate(&self, request: &Request, on_token: impl FnMut(usize, u32) -> bool) -> Result<Output> {
+        run(self, request, on_token)
+    }
+
+    /// Runs `pass` on every rank at once, a thread each, and joins their
+    /// slices of the logits, row by row.
+    fn each(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        pass: impl Fn(&B, &Gpt<B, T>, &mut KvCache<B, T>) -> Result<Vec<f32>> + Sync,
+    ) -> Result<Vec<f32>> {
+        if let ([on], [model], [cache]) = (&self.ranks[..], &self.shards[..], &mut cache.0[..]) {
+            return pass(on, model, cache);
+        }
+        let pass = &pass;
+        let slices: Vec<Result<Vec<f32>>> = std::thread::scope(|s| {
+            let running: Vec<_> = (self.ranks.iter().zip(&self.shards).zip(cache.0.iter_mut()))
+                .map(|((on, model), cache)| s.spawn(move || pass(on, model, cache)))
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        });
+        let slices = slices.into_iter().collect::<Result<Vec<_>>>()?;
+        let vocab = self.config().vocab_size;
+        let rows = slices[0].len() / self.shards[0].shard().vocab.len();
+        let mut logits = vec![0.0; rows * vocab];
+        for (slice, model) in slices.iter().zip(&self.shards) {
+            let cols = model.shard().vocab.clone();
+            for (row, part) in logits.chunks_exact_mut(vocab).zip(slice.chunks_exact(cols.len())) {
+                row[cols.clone()].copy_from_slice(part);
+            }
+        }
+        Ok(logits)
+    }
+}
+
+impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
+    type Cache = ShardedCache<B, T>;
+
+    fn config(&self) -> &Config {
+        TensorParallel::config(self)
+    }
+    fn cache(&self, batch: usize, capacity: usize) -> Result<ShardedCache<B, T>> {
+        TensorParallel::cache(self, batch, capacity)
+    }
+    fn prefill(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        TensorParallel::prefill(self, cache, prompts)
+    }
+    fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+        TensorParallel::decode(self, cache, tokens)
+    }
+    fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
+        cache.lengths()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn splits_cover_the_range_evenly() {
+        for (n, parts) in [(25, 2), (50257, 2), (4, 3), (7, 7), (100, 8)] {
+            let ranges: Vec<_> = (0..parts).map(|p| split(n, parts, p)).collect();
+            assert_eq!(ranges[0].start, 0);
+            assert_eq!(ranges[parts - 1].end, n);
+            assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+            let lens: Vec<usize> = ranges.iter().map(|r| r.len()).collect();
+            assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1, "{lens:?}");
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! A model split over ranks (tensor parallelism) against the whole model:
+//! prefill and decode logits within the dtype's tolerance (the row-parallel
+//! sums add in another order) and the same greedy tokens, on a ragged
+//! batch. On the CPU, ranks are threads of this process joined by a host
+//! all-reduce (TP = 2 and 3); on GPUs, NCCL joins GPUs 0 and 1.
+
+#[allow(dead_code)]
+#[path = "../../tests/common/harness.rs"]
+mod harness;
+
+use gpt_model::{Checkpoint, Collective, Float, Gpt, GptError, Request, Sampling, TensorParallel, generate};
+use half::bf16;
+use harness::{Missing, Test};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tile::{Cpu, Device};
+
+fn embedded() -> Checkpoint {
+    Checkpoint::embedded().unwrap()
+}
+
+fn tiny() -> Checkpoint {
+    Checkpoint::from_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-gpt2")).unwrap()
+}
+
+/// `|got - want| / |want|` over the whole vector.
+fn rel_err(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let num: f64 = got.iter().zip(want).map(|(a, b)| (*a as f64 - *b as f64).powi(2)).sum();
+    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
+/// Prompts of different lengths, within both test models' vocabularies.
+fn prompts() -> Vec<Vec<u32>> {
+    vec![vec![5, 17, 30, 12, 12, 9, 41], vec![3], vec![20, 21, 22, 23]]
+}
+
+/// The model split over `ranks` against the whole model on `whole`: the
+/// logits of a prefill and of eight decode steps within `tol`, and, where
+/// `same_tokens` (f32: the rounding of a reordered sum is far below the
+/// margins), 24 greedy tokens per sequence identical.
+fn split_equals_whole<B: Collective<T> + Clone, T: Float>(
+    whole: &B,
+    ranks: Vec<B>,
+    checkpoint: &Checkpoint,
+    what: &str,
+    (tol, same_tokens): (f64, bool),
+) {
+    let n = ranks.len();
+    let model: Gpt<B, T> = Gpt::load(whole, checkpoint).unwrap();
+    let split: TensorParallel<B, T> = TensorParallel::load(ranks, checkpoint).unwrap();
+    let prompts = prompts();
+    let mut cache = model.cache(whole, prompts.len(), 48).unwrap();
+    let mut split_cache = split.cache(prompts.len(), 48).unwrap();
+    let mut want = model.prefill(whole, &mut cache, &prompts).unwrap();
+    let mut got = split.prefill(&mut split_cache, &prompts).unwrap();
+    let v = split.config().vocab_size;
+    for step in 0..=8 {
+        let e = rel_err(&got, &want);
+        println!("{what}, TP={n}: step {step}: logits' relative error to one rank {e:.2e}");
+        assert!(e <= tol, "{what}, TP={n}: step {step}: {e:.2e} > {tol:.0e}");
+        let next: Vec<Option<u32>> = want
+            .chunks_exact(v)
+            .map(|row| Some(gpt_model::sample::argmax(row)))
+            .collect();
+        want = model.decode(whole, &mut cache, &next).unwrap();
+        got = split.decode(&mut split_cache, &next).unwrap();
+    }
+    assert_eq!(split_cache.lengths(), cache.lengths());
+    let request = Request {
+        prompts,
+        max_new_tokens: 24,
+        sampling: Sampling::GREEDY,
+        stop: None,
+    };
+    let want = generate(whole, &model, &request, |_, _| true).unwrap();
+    let got = split.generate(&request, |_, _| true).unwrap();
+    if same_tokens {
+        assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: greedy tokens");
+    }
+}
+
+fn cpu_two_and_three_ranks_equal_one() {
+    for n in [2, 3] {
+        split_equals_whole::<Cpu, f32>(&Cpu, vec![Cpu; n], &embedded(), "embedded model, CPU f32", (1e-5, true));
+    }
+    split_equals_whole::<Cpu, f32>(&Cpu, vec![Cpu; 2], &tiny(), "tiny GPT-2, CPU f32", (1e-5, true));
+    split_equals_whole::<Cpu, bf16>(
+        &Cpu,
+        vec![Cpu; 2],
+        &embedded(),
+        "embedded model, CPU bf16",
+        (3e-2, false),
+    );
+}
+
+fn every_rank_needs_a_head() {
+    let tiny = tiny();
+    for n in [0, 3] {
+        match TensorParallel::<Cpu, f32>::load(vec![Cpu; n], &tiny) {
+            Err(GptError::Parallel(m)) => println!("{n} ranks: {m}"),
+            Err(e) => panic!("{n} ranks: unexpected error {e}"),
+            Ok(_) => panic!("{n} ranks for a model of 2 heads: no error"),
+        }
+    }
+}
+
+/// GPUs 0 and 1, or why this machine can't run the test.
+fn two_gpus(test: &str) -> Result<[Arc<Device>; 2], Missing> {
+    let first = harness::gpu_for(test)?;
+    match tile::device_count() {
+        Ok(n) if n >= 2 => Ok([first, Device::new(1).map_err(|e| missing(e.to_string()))?]),
+        Ok(n) => Err(missing(format!("needs 2 GPUs, found {n}"))),
+        Err(e) => Err(missing(e.to_string())),
+    }
+}
+
+fn missing(reason: String) -> Missing {
+    Missing {
+        detail: format!("{reason}: tensor parallelism runs over 2 GPUs"),
+        reason,
+    }
+}
+
+fn gpu_two_ranks_equal_one([d0, d1]: [Arc<Device>; 2]) {
+    let ranks = vec![d0.stream(), d1.stream()];
+    let whole = d0.stream();
+    // f32 multiplies through tf32 on the tensor cores, the same on every
+    // rank: what differs is the order of the all-reduce's sums.
+    split_equals_whole::<_, f32>(
+        &whole,
+        ranks.clone(),
+        &embedded(),
+        "embedded model, GPU f32",
+        (1e-4, true),
+    );
+    split_equals_whole::<_, f32>(&whole, ranks.clone(), &tiny(), "tiny GPT-2, GPU f32", (1e-4, true));
+    split_equals_whole::<_, bf16>(&whole, ranks, &embedded(), "embedded model, GPU bf16", (3e-2, false));
+}
+
+fn main() -> ExitCode {
+    harness::run([
+        Test::new("cpu_two_and_three_ranks_equal_one", cpu_two_and_three_ranks_equal_one),
+        Test::new("every_rank_needs_a_head", every_rank_needs_a_head),
+        Test::needing(
+            "gpu_two_ranks_equal_one",
+            || two_gpus("gpu_two_ranks_equal_one"),
+            gpu_two_ranks_equal_one,
+        ),
+    ])
+}
