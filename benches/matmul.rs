@@ -35,10 +35,10 @@
 
 mod common;
 
-use common::{gpu_stream, median_ms, random};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
+use common::{FreshTuneCache, cublas, gpu_stream, median_ms, random};
+use cudarc::cublas::{CudaBlas, Gemm, sys};
 use tile::Tuned;
-use tile::{Element, Stream, Tensor, bf16, f16};
+use tile::{Element, Stream, bf16, f16};
 use tile_kernels::matmul;
 
 const REPS: usize = 10;
@@ -106,42 +106,6 @@ fn in_turn(mut time: [&mut dyn FnMut() -> f64; 3]) -> ([f64; 3], [f64; 2]) {
         [0, 1, 2].map(|i| median(&|t| t[i])),
         [0, 1].map(|i| median(&|t| t[2] / t[i])),
     )
-}
-
-/// cuBLAS on the same row-major problem: c^T = b^T a^T in column-major
-/// terms; with `b_rows_are_n`, `b` is `[N, K]` and c = a @ b^T.
-fn cublas<T: Element>(
-    blas: &CudaBlas,
-    (a, b, b_rows_are_n): (&Tensor<T>, &Tensor<T>, bool),
-    c: &mut Tensor<T>,
-    one: T,
-    zero: T,
-) where
-    CudaBlas: Gemm<T>,
-{
-    let (m, k) = (a.shape()[0] as i32, a.shape()[1] as i32);
-    let (n, transa, lda) = if b_rows_are_n {
-        (b.shape()[0] as i32, sys::cublasOperation_t::CUBLAS_OP_T, k)
-    } else {
-        (
-            b.shape()[1] as i32,
-            sys::cublasOperation_t::CUBLAS_OP_N,
-            b.shape()[1] as i32,
-        )
-    };
-    let cfg = GemmConfig {
-        transa,
-        transb: sys::cublasOperation_t::CUBLAS_OP_N,
-        m: n,
-        n: m,
-        k,
-        alpha: one,
-        lda,
-        ldb: k,
-        beta: zero,
-        ldc: n,
-    };
-    unsafe { blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()) }.unwrap();
 }
 
 fn case<T: Element>(s: &Stream, blas: &CudaBlas, dtype: &str, (m, k, n): (usize, usize, usize), of: fn(f32) -> T)
@@ -266,10 +230,8 @@ fn guide_case(s: &Stream, blas: &CudaBlas) {
 
 fn main() {
     // Tune afresh, as a program's first call does, not from the choices
-    // of an earlier run. SAFETY: set before anything reads it, while this
-    // is the only thread.
-    let cache = std::env::temp_dir().join(format!("tile-matmul-bench-{}", std::process::id()));
-    unsafe { std::env::set_var("TILE_CACHE_DIR", &cache) };
+    // of an earlier run. SAFETY: the only thread, nothing has read it yet.
+    let _cache = unsafe { FreshTuneCache::new("matmul") };
     let Some(s) = gpu_stream("matmul bench") else {
         return;
     };
@@ -303,7 +265,6 @@ fn main() {
     linear_case::<bf16>(&s, &blas, "bf16", lm_head, bf16::from_f32);
     linear_case::<f16>(&s, &blas, "f16", lm_head, f16::from_f32);
     guide_case(&s, &blas);
-    std::fs::remove_dir_all(&cache).ok();
 }
 
 /// `y = x @ w^T + b` (`w: [N, K]`) against cuBLAS's `x @ w^T`.
