@@ -150,6 +150,7 @@ fn output_directory() -> PathBuf {
 fn matmuls(c: &mut Criterion, bench: &Bench) {
     let mut group = c.benchmark_group("matmul");
     let (one, zero) = (bf16::from_f32(1.0), bf16::from_f32(0.0));
+    let mut cases = Vec::new();
     for (m, k, n) in MATMULS {
         let case = format!("bf16-{m}x{k}x{n}");
         group.throughput(Throughput::Elements(2 * (m * k * n) as u64));
@@ -170,10 +171,10 @@ fn matmuls(c: &mut Criterion, bench: &Bench) {
         bench.gpu(&mut group, "cuBLAS", &case, &inputs, setup, |(a, b, c, _), _| {
             cublas(bench.blas(), (a, b, false), &mut c.borrow_mut(), one, zero)
         });
+        cases.push(case);
     }
     group.finish();
-    for (m, k, n) in MATMULS {
-        let case = format!("bf16-{m}x{k}x{n}");
+    for case in cases {
         let ours = bench.median("matmul", "ours", &case);
         if let (Some(ours), Some(blas)) = (ours, bench.median("matmul", "cuBLAS", &case)) {
             println!("matmul {case}: ours {:.3}x cuBLAS", blas / ours);
@@ -221,14 +222,15 @@ impl<T: Element> Sets<T> {
 /// it makes (reads and writes), and a launch on buffer set `i`.
 type Kernel<T> = (&'static str, usize, fn(&Stream, &Sets<T>, usize));
 
-/// The memory-bound kernels against the copy, one dtype and shape.
+/// The memory-bound kernels against the copy, one dtype and shape: the
+/// case's name, and each kernel's name and passes.
 fn memory_case<T: Element>(
     group: &mut BenchmarkGroup<WallTime>,
     bench: &Bench,
     dtype: &str,
     (rows, cols): (usize, usize),
     of: fn(f32) -> T,
-) -> Vec<(&'static str, usize)> {
+) -> (String, Vec<(&'static str, usize)>) {
     let case = format!("{dtype}-{rows}x{cols}");
     let rows_kernels: [Kernel<T>; 4] = [
         ("copy", 2, |s, d, i| {
@@ -277,11 +279,8 @@ fn memory_case<T: Element>(
     for kernel in flat_kernels {
         time(&flat, kernel, true);
     }
-    rows_kernels
-        .iter()
-        .chain(&flat_kernels)
-        .map(|&(name, passes, _)| (name, passes))
-        .collect()
+    let kernels = rows_kernels.iter().chain(&flat_kernels);
+    (case, kernels.map(|&(name, passes, _)| (name, passes)).collect())
 }
 
 /// Softmax, the norms, GELU and the residual add against the copy.
@@ -289,11 +288,8 @@ fn memory_bound(c: &mut Criterion, bench: &Bench) {
     let mut group = c.benchmark_group("memory_bound");
     let mut cases = Vec::new();
     for shape in ROWS_COLS {
-        let (rows, cols) = shape;
-        let kernels = memory_case::<f32>(&mut group, bench, "f32", shape, |x| x);
-        cases.push((format!("f32-{rows}x{cols}"), kernels));
-        let kernels = memory_case::<bf16>(&mut group, bench, "bf16", shape, bf16::from_f32);
-        cases.push((format!("bf16-{rows}x{cols}"), kernels));
+        cases.push(memory_case::<f32>(&mut group, bench, "f32", shape, |x| x));
+        cases.push(memory_case::<bf16>(&mut group, bench, "bf16", shape, bf16::from_f32));
     }
     group.finish();
     for (case, kernels) in cases {
