@@ -285,6 +285,43 @@ fn linear_layer_with_and_without_gelu() {
 }
 
 #[test]
+fn ieee_linear_and_attention_match_the_f64_references() {
+    let mut rng = Rng::new(8);
+    for (m, n, k) in [(1, 1, 1), (5, 70, 33), (37, 130, 100)] {
+        let (x, w, b, r) = (
+            rng.normals(m * k, 1.0),
+            rng.normals(n * k, 0.3),
+            rng.normals(n, 1.0),
+            rng.normals(m * n, 1.0),
+        );
+        let mut y = HostTensor::full(&[m, n], f32::NAN);
+        let ops = (
+            &host::<f32>(&x, &[m, k]),
+            &host::<f32>(&w, &[n, k]),
+            &host::<f32>(&b, &[n]),
+        );
+        linear::run_residual(&Cpu, ops, &host::<f32>(&r, &[m, n]), &mut y).unwrap();
+        let want: Vec<f64> = (linear_ref(&x, &w, &b, m, n, k, false).iter().zip(&r))
+            .map(|(y, r)| y + r)
+            .collect();
+        assert_close(&format!("linear + residual {m}x{n}x{k}"), &values(&y), &want, 1e-5);
+    }
+    for (batch, t, heads, d) in [(1, 1, 1, 32), (2, 37, 4, 32), (1, 70, 2, 64), (1, 45, 1, 128)] {
+        let c = heads * d;
+        let qkv = rng.normals(batch * t * 3 * c, 1.0);
+        let mut out = HostTensor::full(&[batch, t, c], f32::NAN);
+        attention::run_ieee(&Cpu, &host::<f32>(&qkv, &[batch, t, 3 * c]), &mut out, heads).unwrap();
+        let want = attention_ref(&qkv, batch, t, c, heads);
+        assert_close(
+            &format!("attention in IEEE f32 {batch}x{t}x{heads}x{d}"),
+            &values(&out),
+            &want,
+            1e-5,
+        );
+    }
+}
+
+#[test]
 fn causal_attention_matches_softmax_attention() {
     let mut rng = Rng::new(7);
     for (batch, t, heads, d) in [

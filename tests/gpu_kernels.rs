@@ -327,6 +327,17 @@ fn linear_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) 
             T::TOL.max(2e-3),
         );
     }
+    // With the residual, through the wrapper, against the f64 reference.
+    let r = host::<T>(&rng.normals(m * n, 1.0), &[m, n]);
+    let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+    linear::run_residual(s, (&xd, &wd, &bd), &s.upload(&r).unwrap(), &mut yd).unwrap();
+    let want: Vec<f64> = linear_ref(&values(&x), &values(&w), &values(&b), m, n, k, false)
+        .iter()
+        .zip(values(&r))
+        .map(|(y, r)| y + r)
+        .collect();
+    let what = format!("linear + residual {} {m}x{n}x{k}", T::DTYPE);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &want, T::TOL.max(1e-5));
 }
 
 fn linear_matches_cpu_reference(d: Arc<Device>) {
@@ -407,6 +418,22 @@ fn attention_matches_f64_reference(d: Arc<Device>) {
         // A long ragged sequence: on sm_90a, 128 queries and 128 keys per step.
         attention_case::<bf16>(&s, &mut rng, (1, 4100, 1, 128), 0, bf16::TOL);
     });
+    // In IEEE f32 on the CUDA cores: within f32's rounding of the reference.
+    for (batch, t, heads, d) in [
+        (1, 1, 1, 32),
+        (2, 37, 4, 32),
+        (3, 70, 2, 64),
+        (1, 300, 3, 64),
+        (2, 45, 1, 128),
+    ] {
+        let c = heads * d;
+        let qkv = host::<f32>(&rng.normals(batch * t * 3 * c, 1.0), &[batch, t, 3 * c]);
+        let mut od = s.upload(&poisoned::<f32>(&[batch, t, c])).unwrap();
+        attention::run_ieee(&s, &s.upload(&qkv).unwrap(), &mut od, heads).unwrap();
+        let want = attention_ref(&values(&qkv), batch, t, c, heads);
+        let what = format!("attention in IEEE f32 b={batch} t={t} h={heads} d={d}");
+        assert_close(&what, &values(&s.download(&od).unwrap()), &want, 1e-5);
+    }
     assert_launched_on_sm90a(
         &d,
         &[

@@ -19,8 +19,8 @@ use crate::kv_cache::KvCache;
 use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
-use tile::{Backend, Element, TensorView};
-use tile_kernels::{attention, decode, embedding, matmul, norm};
+use tile::{Backend, DType, Element, TensorView};
+use tile_kernels::{attention, decode, embedding, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
 /// bf16 and f16.
@@ -57,6 +57,8 @@ pub struct Gpt<B: Backend, T: Float> {
     head: Option<B::Tensor<T>>,
     /// The LM head has no bias of its own.
     zero_bias: B::Tensor<T>,
+    /// Whether an f32 model multiplies through tf32 on the tensor cores.
+    tf32: bool,
 }
 
 /// How the attention of one pass reads its keys and values.
@@ -158,7 +160,66 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             zero_bias: on.zeros(&[shard.vocab.len()])?,
             shard,
             all_reduce,
+            tf32: true,
         })
+    }
+
+    /// Whether an f32 model multiplies through tf32 on the tensor cores
+    /// (the default, as PyTorch's `torch.backends.cuda.matmul.allow_tf32`),
+    /// or, with `false`, in IEEE f32 on the CUDA cores: the linear layers
+    /// and the prefill's attention then round as `transformers` does in
+    /// f32, several times slower. bf16 and f16 models are not affected.
+    pub fn allow_tf32(&mut self, allow: bool) {
+        self.tf32 = allow;
+    }
+
+    /// Whether the products run in IEEE f32 ([`Gpt::allow_tf32`]).
+    fn ieee(&self) -> bool {
+        !self.tf32 && T::DTYPE == DType::F32
+    }
+
+    /// `y = x @ w^T + b`, then GELU where `gelu`.
+    fn linear(
+        &self,
+        on: &B,
+        x: &B::Tensor<T>,
+        (w, b): &Affine<B::Tensor<T>>,
+        y: &mut B::Tensor<T>,
+        gelu: bool,
+    ) -> Result<()> {
+        if self.ieee() {
+            linear::run(on, x, w, b, y, gelu)?;
+        } else {
+            matmul::run_linear(on, x, w, b, y, gelu)?;
+        }
+        Ok(())
+    }
+
+    /// `y = residual + x @ w^T + b`.
+    fn linear_residual(
+        &self,
+        on: &B,
+        x: &B::Tensor<T>,
+        (w, b): &Affine<B::Tensor<T>>,
+        residual: &B::Tensor<T>,
+        y: &mut B::Tensor<T>,
+    ) -> Result<()> {
+        if self.ieee() {
+            linear::run_residual(on, (x, w, b), residual, y)?;
+        } else {
+            matmul::run_linear_residual(on, (x, w, b), residual, y)?;
+        }
+        Ok(())
+    }
+
+    /// Causal attention within the pass's tokens.
+    fn causal_attention(&self, on: &B, qkv: &B::Tensor<T>, out: &mut B::Tensor<T>, heads: usize) -> Result<()> {
+        if self.ieee() {
+            attention::run_ieee(on, qkv, out, heads)?;
+        } else {
+            attention::run(on, qkv, out, heads)?;
+        }
+        Ok(())
     }
 
     /// The part of the model this one holds.
@@ -323,15 +384,15 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let c = heads * self.config.head_size();
         let h = self.layer_norm(on, &x, &p.ln_1)?;
         let mut qkv = on.zeros(&[b * t, 3 * c])?;
-        matmul::run_linear(on, &h, &p.c_attn.0, &p.c_attn.1, &mut qkv, false)?;
+        self.linear(on, &h, &p.c_attn, &mut qkv, false)?;
         let qkv = on.reshape(qkv, &[b, t, 3 * c])?;
         let mut att = on.zeros(&[b, t, c])?;
         match attend {
-            Attend::Within => attention::run(on, &qkv, &mut att, heads)?,
+            Attend::Within => self.causal_attention(on, &qkv, &mut att, heads)?,
             Attend::WithinAndCache(cache) => {
                 let c = cache.layer(layer);
                 decode::write_kv(on, &qkv, c.k, c.v, c.starts)?;
-                attention::run(on, &qkv, &mut att, heads)?;
+                self.causal_attention(on, &qkv, &mut att, heads)?;
             }
             Attend::Cache(cache) => {
                 let c = cache.layer(layer);
@@ -348,7 +409,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let n = x.len() / self.config.n_embd;
         let h = self.layer_norm(on, &x, &p.ln_2)?;
         let mut fc = on.zeros(&[n, self.shard.hidden.len()])?;
-        matmul::run_linear(on, &h, &p.c_fc.0, &p.c_fc.1, &mut fc, true)?;
+        self.linear(on, &h, &p.c_fc, &mut fc, true)?;
         self.row_parallel(on, &fc, &p.mlp_proj, &x)
     }
 
@@ -359,14 +420,14 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         &self,
         on: &B,
         input: &B::Tensor<T>,
-        (w, b): &Affine<B::Tensor<T>>,
+        affine: &Affine<B::Tensor<T>>,
         residual: &B::Tensor<T>,
     ) -> Result<B::Tensor<T>> {
         let mut out = on.zeros(residual.shape())?;
         if self.shard.rank == 0 {
-            matmul::run_linear_residual(on, (input, w, b), residual, &mut out)?;
+            self.linear_residual(on, input, affine, residual, &mut out)?;
         } else {
-            matmul::run_linear(on, input, w, b, &mut out, false)?;
+            self.linear(on, input, affine, &mut out, false)?;
         }
         if let Some(all_reduce) = &self.all_reduce {
             all_reduce.sum(on, &mut out)?;
@@ -386,7 +447,11 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let h = self.layer_norm(on, x, &self.ln_f)?;
         let mut logits = on.zeros(&[x.shape()[0], self.shard.vocab.len()])?;
         let head = self.head.as_ref().unwrap_or(&self.wte);
-        matmul::run_linear(on, &h, head, &self.zero_bias, &mut logits, false)?;
+        if self.ieee() {
+            linear::run(on, &h, head, &self.zero_bias, &mut logits, false)?;
+        } else {
+            matmul::run_linear(on, &h, head, &self.zero_bias, &mut logits, false)?;
+        }
         Ok(on
             .download(&logits)?
             .to_vec()

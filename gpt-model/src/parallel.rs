@@ -237,6 +237,11 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         &self.shards[0].config
     }
 
+    /// [`Gpt::allow_tf32`] on every rank.
+    pub fn allow_tf32(&mut self, allow: bool) {
+        self.shards.iter_mut().for_each(|m| m.allow_tf32(allow));
+    }
+
     /// Each rank's backend, in rank order.
     pub fn ranks(&self) -> &[B] {
         &self.ranks

@@ -72,11 +72,12 @@ fn embedded_matches_pytorch<B: Backend>(on: &B, what: &str, tol: f64) {
 
 /// The tiny GPT-2 against `transformers` (IEEE f32 on the CPU): every
 /// position's logits within `tol`, and the greedy continuations, alone and
-/// as one ragged batch.
-fn tiny_matches_transformers<B: Backend>(on: &B, what: &str, tol: f64) {
+/// as one ragged batch; products through tf32 where `tf32`.
+fn tiny_matches_transformers<B: Backend>(on: &B, what: &str, tol: f64, tf32: bool) {
     let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
     let r = json(&fixtures().join("tiny-gpt2-reference.json"));
-    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let mut model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    model.allow_tf32(tf32);
     let v = model.config.vocab_size;
     let prompts: Vec<Vec<u32>> = r["prompts"].as_array().unwrap().iter().map(tokens).collect();
     let want_greedy: Vec<Vec<u32>> = r["greedy"].as_array().unwrap().iter().map(tokens).collect();
@@ -157,7 +158,8 @@ fn cpu_embedded_model_matches_pytorch() {
 }
 
 fn cpu_tiny_gpt2_matches_transformers() {
-    tiny_matches_transformers(&tile::Cpu, "cpu", 1e-4);
+    tiny_matches_transformers(&tile::Cpu, "cpu", 1e-4, true);
+    tiny_matches_transformers(&tile::Cpu, "cpu, no tf32", 1e-5, false);
 }
 
 fn cpu_kv_cache_decoding_equals_recomputation() {
@@ -171,8 +173,9 @@ fn cpu_ragged_batch_equals_its_prompts_alone() {
 fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
     let s = device.stream();
     embedded_matches_pytorch(&s, "gpu", 2e-3);
-    // f32 through tf32 on the tensor cores.
-    tiny_matches_transformers(&s, "gpu", 3e-3);
+    // f32 through tf32 on the tensor cores, then in IEEE f32.
+    tiny_matches_transformers(&s, "gpu", 3e-3, true);
+    tiny_matches_transformers(&s, "gpu, no tf32", 1e-5, false);
     kv_cache_equals_recomputation(&s, "gpu", 3e-3);
     batch_equals_alone(&s, "gpu");
 }
@@ -197,16 +200,17 @@ fn first_divergence(got: &[u32], want: &[u32]) -> Option<usize> {
 }
 
 /// Our logits (largest relative and absolute error over the prompts) and
-/// greedy tokens (first divergence per prompt) in `T` against the
-/// reference of one checkpoint.
+/// greedy tokens (first divergence per prompt) in `T` (f32 through tf32
+/// where `tf32`) against the reference of one checkpoint.
 fn against_reference<T: gpt_model::Float>(
     s: &tile::Stream,
-    checkpoint: &Checkpoint,
+    (checkpoint, tf32): (&Checkpoint, bool),
     prompts: &[Vec<u32>],
     logits: &[Vec<f64>],
     want: &[Vec<u32>],
 ) -> (f64, f64, Vec<Option<usize>>) {
-    let model: Gpt<_, T> = Gpt::load(s, checkpoint).unwrap();
+    let mut model: Gpt<_, T> = Gpt::load(s, checkpoint).unwrap();
+    model.allow_tf32(tf32);
     let (mut rel, mut abs) = (0f64, 0f64);
     let mut diverged = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
@@ -222,8 +226,9 @@ fn against_reference<T: gpt_model::Float>(
 /// Random-initialised GPT-2s of the family's widths and of other shapes
 /// against `transformers` in IEEE f32 on the GPU: f32 (tf32 products)
 /// within 1e-2 and the greedy tokens identical wherever the reference's
-/// smallest margin exceeds four times our largest logit error; bf16 and f16
-/// within 1e-1, their first divergence reported.
+/// smallest margin exceeds four times our largest logit error; f32 without
+/// tf32 within 1e-4 and every greedy token identical; bf16 and f16 within
+/// 1e-1, their first divergence reported.
 fn gpu_shapes_match_transformers((device, dir): (Arc<tile::Device>, PathBuf)) {
     let s = device.stream();
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -250,7 +255,7 @@ fn gpu_shapes_match_transformers((device, dir): (Arc<tile::Device>, PathBuf)) {
                     .collect()
             })
             .collect();
-        let (rel, abs, diverged) = against_reference::<f32>(&s, &checkpoint, &prompts, &logits, &want);
+        let (rel, abs, diverged) = against_reference::<f32>(&s, (&checkpoint, true), &prompts, &logits, &want);
         println!(
             "{name}: f32 (tf32) logits' relative error {rel:.2e}, largest {abs:.2e}; \
              smallest greedy margin {min_gap:.2e}; first divergence of {} greedy tokens {diverged:?}",
@@ -263,14 +268,23 @@ fn gpu_shapes_match_transformers((device, dir): (Arc<tile::Device>, PathBuf)) {
                 "{name}: f32 greedy tokens: {diverged:?}"
             );
         }
+        let (rel, abs, diverged) = against_reference::<f32>(&s, (&checkpoint, false), &prompts, &logits, &want);
+        println!(
+            "{name}: f32 (IEEE) logits' relative error {rel:.2e}, largest {abs:.2e}; first divergence {diverged:?}"
+        );
+        assert!(rel <= 1e-4, "{name}: f32 IEEE: {rel:.2e}");
+        assert!(
+            diverged.iter().all(Option::is_none),
+            "{name}: f32 IEEE greedy tokens: {diverged:?}"
+        );
         for (dtype, (rel, _, diverged)) in [
             (
                 "bf16",
-                against_reference::<tile::bf16>(&s, &checkpoint, &prompts, &logits, &want),
+                against_reference::<tile::bf16>(&s, (&checkpoint, true), &prompts, &logits, &want),
             ),
             (
                 "f16",
-                against_reference::<tile::f16>(&s, &checkpoint, &prompts, &logits, &want),
+                against_reference::<tile::f16>(&s, (&checkpoint, true), &prompts, &logits, &want),
             ),
         ] {
             println!("{name}: {dtype} logits' relative error {rel:.2e}; first divergence {diverged:?}");

@@ -79,6 +79,82 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     out.store([b, qb, h], (acc / l).reshape([1, BQ, D]).cast::<T>());
 }
 
+/// [`causal_attention`] in IEEE f32, for f32 models run without tf32 (16-bit
+/// inputs are widened to f32 first): both products on the CUDA cores, each a broadcast product reduced with
+/// `sum` (as [`linear_ffma`](crate::linear::linear_ffma) multiplies), whose
+/// `[BQ, BK, D]` tile has 8192 elements. Grid: [`grid`] with `BQ` queries
+/// per block (the block order plain: query block, then head).
+#[tile::kernel(
+    T = [f32, bf16, f16],
+    num_warps = 4,
+    configs = [(BQ = 16, BK = 16, D = 32), (BQ = 16, BK = 8, D = 64), (BQ = 8, BK = 8, D = 128)]
+)]
+pub fn causal_attention_ieee<T, const BQ: usize, const BK: usize, const D: usize>(
+    qkv: &Tensor<T>,
+    out: &mut Tensor<T>,
+    heads: i32,
+    scale: f32,
+) {
+    let query_blocks = cdiv(qkv.shape(1), BQ);
+    let qb = block_id(0) % query_blocks;
+    let head = block_id(0) / query_blocks;
+    let b = head / heads;
+    let h = head % heads;
+    let to_base2 = scale * 1.4426950408889634;
+    let q = qkv.load([b, qb, h], [1, BQ, D]).reshape([BQ, 1, D]).cast::<f32>();
+    let q_pos = (qb * BQ + arange(BQ)).reshape([BQ, 1]);
+    let mut m = full([BQ, 1], f32::NEG_INFINITY);
+    let mut l = zeros([BQ, 1]);
+    let mut acc = zeros([BQ, D]);
+    for j in 0..cdiv((qb + 1) * BQ, BK) {
+        let k = qkv
+            .load([b, j, heads + h], [1, BK, D])
+            .reshape([1, BK, D])
+            .cast::<f32>();
+        let v = qkv
+            .load([b, j, 2 * heads + h], [1, BK, D])
+            .reshape([1, BK, D])
+            .cast::<f32>();
+        let mut s = (q * k).sum(2).reshape([BQ, BK]);
+        if (j + 1) * BK > qb * BQ {
+            let k_pos = (j * BK + arange(BK)).reshape([1, BK]);
+            s = select(k_pos <= q_pos, s, f32::NEG_INFINITY);
+        }
+        let m_new = max(m, s.max(1) * to_base2);
+        let p = exp2(s * to_base2 - m_new);
+        let alpha = exp2(m - m_new);
+        l = l * alpha + p.sum(1);
+        acc = acc * alpha + (p.reshape([BQ, BK, 1]) * v).sum(1).reshape([BQ, D]);
+        m = m_new;
+    }
+    out.store([b, qb, h], (acc / l).reshape([1, BQ, D]).cast::<T>());
+}
+
+/// Causal attention of every head of `qkv` into `out` on `on` in IEEE f32
+/// ([`causal_attention_ieee`]); shapes as [`sizes`] checks them.
+pub fn run_ieee<T: Element, B: Backend>(
+    on: &B,
+    qkv: &B::Tensor<T>,
+    out: &mut B::Tensor<T>,
+    heads: usize,
+) -> tile::Result<()> {
+    let (batch, seq, d) = sizes(qkv.shape(), out.shape(), heads)?;
+    let (queries, keys) = match d {
+        32 => (16, 16),
+        64 => (16, 8),
+        _ => (8, 8),
+    };
+    causal_attention_ieee::launch_with(
+        on,
+        &[queries, keys, d],
+        grid(batch, seq, heads, queries),
+        qkv,
+        out,
+        heads as i32,
+        1.0 / (d as f32).sqrt(),
+    )
+}
+
 /// Queries per block (a [`causal_attention`] `BQ`) for heads of `d`
 /// columns with 64 keys per step or fewer: 128, or 64 for heads of 128.
 pub fn queries_per_block(d: usize) -> usize {

@@ -32,7 +32,7 @@ pub fn run<T: Element, B: Backend>(
 }
 
 /// Checks `y = [residual +] x @ w^T + b`'s shapes against each other.
-fn linear_shapes<V: TensorView>((x, w, b): (&V, &V, &V), residual: Option<&V>, y: &V) -> tile::Result<()> {
+pub(crate) fn linear_shapes<V: TensorView>((x, w, b): (&V, &V, &V), residual: Option<&V>, y: &V) -> tile::Result<()> {
     let ([m, k], [n, _]) = (dims("x", x.shape())?, dims("w", w.shape())?);
     let from = format!("y = x @ w^T + b with x: [M, K] = [{m}, {k}], w: [N, K] = [{n}, ..]");
     let (nk, n1, mn) = ([n, k], [n], [m, n]);

@@ -47,6 +47,11 @@ struct Args {
     /// the tensor cores).
     #[arg(long, value_enum, default_value_t = Dtype::F32)]
     dtype: Dtype,
+    /// With `--dtype f32`: multiply in IEEE f32 on the CUDA cores instead of
+    /// through tf32 on the tensor cores (what `transformers` computes in
+    /// f32, several times slower).
+    #[arg(long)]
+    no_tf32: bool,
     /// Run the kernels' CPU versions even when a GPU is present.
     #[arg(long, conflicts_with = "gpus")]
     cpu: bool,
@@ -145,6 +150,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         texts: &texts,
         request: &request,
         loading,
+        no_tf32: args.no_tf32,
     };
     if let Some(n) = args.gpus {
         let devices = (0..n as usize)
@@ -182,6 +188,7 @@ struct Job<'a> {
     texts: &'a [String],
     request: &'a Request,
     loading: Instant,
+    no_tf32: bool,
 }
 
 impl Job<'_> {
@@ -198,7 +205,8 @@ impl Job<'_> {
     }
 
     fn run<B: Collective<T>, T: Float>(&self, ranks: Vec<B>) -> Result<(), Failure> {
-        let model: TensorParallel<B, T> = TensorParallel::load(ranks, self.checkpoint)?;
+        let mut model: TensorParallel<B, T> = TensorParallel::load(ranks, self.checkpoint)?;
+        model.allow_tf32(!self.no_tf32);
         let load = self.loading.elapsed();
         let batch = self.texts.len();
         let mut stdout = std::io::stdout().lock();
