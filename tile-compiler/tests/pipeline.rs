@@ -86,6 +86,61 @@ fn reductions_use_shuffles_then_shared_memory_only_across_warps() {
     assert!(k.variants[0].shared_bytes > 0);
 }
 
+/// The destination register of the first PTX line starting with `op`.
+fn first_result<'a>(ptx: &'a str, op: &str) -> &'a str {
+    let line = ptx.lines().map(str::trim).find(|l| l.starts_with(op)).expect(op);
+    line[op.len()..].split(',').next().expect("a destination").trim()
+}
+
+#[test]
+fn tile_origins_are_clamped_before_they_are_scaled() {
+    let k = compile(
+        "B = [4096]",
+        "fn k<const B: usize>(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let i = block_id(0);
+            y.store([i], x.load([i], [B]) + 1.0);
+        }",
+    );
+    for vectorized in [true, false] {
+        let p = ptx(&k, vectorized);
+        // The first index whose origin reaches the sign bit.
+        assert!(p.contains(&format!(", {};", (1u32 << 31) / 4096)), "{p}");
+        let clamped = first_result(p, "min.u32");
+        assert!(
+            p.contains(&format!(", {clamped}, 12;")),
+            "the clamped index is scaled:\n{p}"
+        );
+    }
+}
+
+#[test]
+fn integer_division_by_zero_gives_what_the_cpu_version_gives() {
+    let k = compile(
+        "",
+        "fn k(a: &Tensor<i32>, b: &Tensor<i32>, q: &mut Tensor<i32>, r: &mut Tensor<i32>) {
+            let x = a.load([0], [32]);
+            let y = b.load([0], [32]);
+            q.store([0], x / y);
+            r.store([0], x % y);
+        }",
+    );
+    let p = ptx(&k, false);
+    let lines: Vec<&str> = p.lines().map(str::trim).collect();
+    // Each quotient, and each remainder, picked against a divisor of zero.
+    for (op, by_zero) in [("div.s32", "4294967295"), ("rem.s32", "")] {
+        let at = lines.iter().position(|l| l.starts_with(op)).expect(op);
+        let [result, dividend, divisor] =
+            [0, 1, 2].map(|i| lines[at][op.len()..].split([',', ';']).nth(i).unwrap().trim());
+        let by_zero = if by_zero.is_empty() { dividend } else { by_zero };
+        let zero = first_result(lines[at + 1], "setp.eq.u32");
+        assert_eq!(lines[at + 1], format!("setp.eq.u32 {zero}, {divisor}, 0;"), "{p}");
+        assert!(
+            lines[at + 2].ends_with(&format!(", {by_zero}, {result}, {zero};")),
+            "{p}"
+        );
+    }
+}
+
 #[test]
 fn simplify_folds_constants_shares_equal_ops_and_drops_dead_code() {
     let k = compile(

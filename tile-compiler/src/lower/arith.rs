@@ -155,7 +155,24 @@ impl Lower<'_> {
             _ => unreachable!("comparisons handled above"),
         };
         self.emit(format!("{ins} {d}, {a}, {b};"));
+        if matches!(op, BinaryOp::Div | BinaryOp::Rem) && !dtype.is_float() {
+            return self.by_zero_defined(op, d, a, b);
+        }
         d
+    }
+
+    /// Integer quotient or remainder `d` of `a` by `b`, with a zero divisor
+    /// giving what the CPU version gives (all ones, and `a`): PTX leaves
+    /// that result unspecified, and the two versions must agree on every
+    /// input. A constant divisor costs nothing, ptxas folds the check.
+    fn by_zero_defined(&mut self, op: BinaryOp, d: String, a: &str, b: &str) -> String {
+        let zero = self.reg(RegClass::Pred);
+        self.emit(format!("setp.eq.u32 {zero}, {b}, 0;"));
+        let all_ones = u32::MAX.to_string();
+        let by_zero = if op == BinaryOp::Div { &all_ones } else { a };
+        let r = self.reg(RegClass::B32);
+        self.emit(format!("selp.b32 {r}, {by_zero}, {d}, {zero};"));
+        r
     }
 
     pub(super) fn select(&mut self, dtype: DType, c: &str, a: &str, b: &str) -> String {

@@ -270,6 +270,32 @@ impl<'a> Lower<'a> {
         acc
     }
 
+    /// The first element of tile `index` (a register) along a dimension of
+    /// `extent` elements: `index * extent`, formed in 32 bits without
+    /// wrapping. An index whose origin would reach the sign bit (negative
+    /// ones included, read unsigned) is clamped to the first such index:
+    /// its origin is then at or just past the sign bit, beyond every
+    /// dimension a launch accepts, whether bounds are checked unsigned or
+    /// as a signed TMA coordinate, and positions within the tile added to
+    /// it cannot wrap back. So a tile past the tensor reads its padding
+    /// and writes nothing however large the grid, as on the CPU, whose
+    /// origins are exact; a wrapped origin would land on another block's tile.
+    pub(super) fn tile_origin(&mut self, index: &str, extent: usize) -> String {
+        if extent == 1 {
+            return index.to_string();
+        }
+        let first_past = (1usize << 31).div_ceil(extent);
+        let clamped = self.reg(RegClass::B32);
+        self.emit(format!("min.u32 {clamped}, {index}, {first_past};"));
+        let origin = self.reg(RegClass::B32);
+        if extent.is_power_of_two() {
+            self.emit(format!("shl.b32 {origin}, {clamped}, {};", extent.trailing_zeros()));
+        } else {
+            self.emit(format!("mul.lo.u32 {origin}, {clamped}, {extent};"));
+        }
+        origin
+    }
+
     /// The start of the scratch area (reductions, layout conversions,
     /// operand staging), in a new register.
     pub(super) fn scratch_base(&mut self) -> String {

@@ -116,14 +116,7 @@ impl Lower<'_> {
         // This thread's first element along each dimension.
         let mut base = Vec::new();
         for d in 0..rank {
-            let ix = index[d].clone();
-            let origin = if l.shape[d] == 1 {
-                ix
-            } else {
-                let o = self.reg(RegClass::B32);
-                self.emit(format!("shl.b32 {o}, {ix}, {};", l.shape[d].trailing_zeros()));
-                o
-            };
+            let origin = self.tile_origin(&index[d], l.shape[d]);
             base.push(match &coords[d] {
                 None => origin,
                 Some(c) => {

@@ -50,20 +50,24 @@ impl Lower<'_> {
             .position(|&i| i == var)
             .expect("a staged tile is indexed by its loop");
         let coords = self.coords(&l);
-        // The thread's first element along each dimension.
+        // The thread's first element along each dimension. Along the
+        // loop's, the tiles move on from `lo` and are checked as they go
+        // (`below`): that origin is not clamped, which would stop it moving.
         let base: Vec<String> = (0..rank)
             .map(|d| {
-                let ix = if d == looped {
-                    lo.to_string()
+                let origin = if d == looped {
+                    let origin = self.reg(RegClass::B32);
+                    self.emit(format!("shl.b32 {origin}, {lo}, {};", l.shape[d].trailing_zeros()));
+                    origin
                 } else {
-                    self.scalar(s.index[d])
+                    let ix = self.scalar(s.index[d]);
+                    self.tile_origin(&ix, l.shape[d])
                 };
-                let origin = self.reg(RegClass::B32);
-                self.emit(format!("shl.b32 {origin}, {ix}, {};", l.shape[d].trailing_zeros()));
                 match &coords[d] {
                     Some(c) => {
-                        self.emit(format!("add.s32 {origin}, {origin}, {c};"));
-                        origin
+                        let b = self.reg(RegClass::B32);
+                        self.emit(format!("add.s32 {b}, {origin}, {c};"));
+                        b
                     }
                     None => origin,
                 }

@@ -138,16 +138,14 @@ impl Lower<'_> {
                 } else {
                     self.scalar(s.index[d])
                 };
-                let c = self.reg(RegClass::B32);
                 if s.interleaved && d == rank - 2 {
-                    self.emit(format!("mul.lo.s32 {c}, {index}, {};", shape[d] / 8));
+                    let c = self.tile_origin(&index, shape[d] / 8);
                     let zero = self.reg(RegClass::B32);
                     self.emit(format!("mov.b32 {zero}, 0;"));
-                    coords.extend([zero.clone(), zero]);
+                    coords.extend([zero.clone(), zero, c]);
                 } else {
-                    self.emit(format!("mul.lo.s32 {c}, {index}, {};", shape[d]));
+                    coords.push(self.tile_origin(&index, shape[d]));
                 }
-                coords.push(c);
             }
             let tile_base = self.reg(RegClass::B32);
             self.emit(format!("add.s32 {tile_base}, {base}, {};", s.offset));

@@ -63,9 +63,7 @@ impl Lower<'_> {
             .rev()
             .map(|d| {
                 let index = self.scalar(index[d]);
-                let c = self.reg(RegClass::B32);
-                self.emit(format!("mul.lo.s32 {c}, {index}, {};", l.shape[d]));
-                c
+                self.tile_origin(&index, l.shape[d])
             })
             .collect();
         let leader = self.reg(RegClass::Pred);
