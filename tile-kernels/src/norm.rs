@@ -1,6 +1,7 @@
 //! Row normalizations over `[rows, cols]`, whole rows in one `BLOCK`-wide
 //! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
-//! computed in f32. [`run_layer_norm`] and [`run_rms_norm`] pick the tile
+//! computed in f32, LayerNorm's mean compensated (a row with a large offset
+//! keeps its precision). [`run_layer_norm`] and [`run_rms_norm`] pick the tile
 //! width for the rows and check the shapes.
 
 use crate::shapes::expect_shapes;
@@ -21,12 +22,18 @@ pub fn layer_norm<T, const BLOCK: usize>(
     let r = block_id(0);
     let n = x.shape(1) as f32;
     let t = x.load([r, 0], [rows, BLOCK]).cast::<f32>();
-    let mean = t.sum(1) / n;
-    let centered = select(arange(BLOCK) < x.shape(1), t - mean, 0.0);
-    let rstd = rsqrt((centered * centered).sum(1) / n + eps);
+    // An f32 sum rounds at the scale of the values, which on a row with a
+    // large offset dwarfs its spread: this mean serves as a shift. The
+    // values less the shift are exact near it, and their mean (what the
+    // shift missed) and variance are summed at the scale of the spread.
+    let shift = t.sum(1) / n;
+    let d = select(arange(BLOCK) < x.shape(1), t - shift, 0.0);
+    let missed = d.sum(1) / n;
+    let var = max((d * d).sum(1) / n - missed * missed, 0.0);
+    let rstd = rsqrt(var + eps);
     let w = weight.load([0], [BLOCK]).cast::<f32>();
     let b = bias.load([0], [BLOCK]).cast::<f32>();
-    y.store([r, 0], (centered * rstd * w + b).cast::<T>());
+    y.store([r, 0], ((d - missed) * rstd * w + b).cast::<T>());
 }
 
 /// RMSNorm: `y = x / sqrt(mean(x^2) + eps) * weight`.
