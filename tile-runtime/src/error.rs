@@ -87,9 +87,11 @@ pub enum Error {
         /// Bytes of shared memory the device gives a block.
         device: usize,
     },
-    /// A tensor that lives in another CUDA context than the stream.
+    /// A tensor that lives in another CUDA context than the stream: one of
+    /// another [`Device`](crate::Device), even of the same GPU, passed to a
+    /// launch, a copy or a download.
     WrongContext {
-        /// The kernel launched.
+        /// The kernel launched, or the stream's operation (`Stream::copy`).
         kernel: &'static str,
         /// The tensor parameter.
         param: &'static str,
@@ -157,7 +159,7 @@ impl fmt::Display for Error {
             ),
             Error::WrongContext { kernel, param } => write!(
                 f,
-                "{kernel}: tensor `{param}` was allocated on another device or context than the launch stream"
+                "{kernel}: tensor `{param}` was allocated on another device or context than the stream"
             ),
             Error::Argument { kernel, reason } => write!(f, "{kernel}: {reason}"),
         }

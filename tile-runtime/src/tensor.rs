@@ -133,8 +133,21 @@ impl Stream {
         })
     }
 
-    /// Copies `src` into `dst` on the GPU (both contiguous, same shape).
+    /// `Error::WrongContext` unless tensor `param` of stream operation `op`
+    /// was allocated in this stream's context: the rule a launch follows,
+    /// also where the driver would copy between two `Device`s of one GPU.
+    fn check_context<T: Element>(&self, op: &'static str, param: &'static str, t: &Tensor<T>) -> Result<()> {
+        if Arc::ptr_eq(t.context(), self.device().context()) {
+            return Ok(());
+        }
+        Err(Error::WrongContext { kernel: op, param })
+    }
+
+    /// Copies `src` into `dst` on the GPU (both contiguous, same shape,
+    /// both of this stream's device).
     pub fn copy<T: Element>(&self, src: &Tensor<T>, dst: &mut Tensor<T>) -> Result<()> {
+        self.check_context("Stream::copy", "src", src)?;
+        self.check_context("Stream::copy", "dst", dst)?;
         let contiguous = |t: &Tensor<T>| t.strides == contiguous_strides(&t.shape);
         if src.shape != dst.shape || !contiguous(src) || !contiguous(dst) {
             return Err(Error::Shape(format!(
@@ -147,8 +160,10 @@ impl Stream {
             .map_err(|e| Error::driver("cuMemcpyDtoD", e))
     }
 
-    /// Copies a GPU tensor back (waits for the stream).
+    /// Copies a GPU tensor of this stream's device back (waits for the
+    /// stream).
     pub fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
+        self.check_context("Stream::download", "t", t)?;
         let data = self
             .cuda()
             .clone_dtoh(&t.buf)
