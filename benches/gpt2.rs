@@ -13,7 +13,9 @@
 //! - time to first token: one prompt of 1,000 tokens, loaded and tuned;
 //! - decode: a 16-token prompt and 256 new tokens, greedy, past any
 //!   end-of-text, tokens per second after the first token (`generate`'s
-//!   own timing), after one run of the same shape has tuned the kernels.
+//!   own timing), after one run of the same shape has tuned the kernels;
+//!   steps replayed from a CUDA graph (the default), then launched kernel
+//!   by kernel.
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
@@ -89,9 +91,19 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
             prefill(s, &model, 1, t, 5)
         );
     }
+    let mut launched: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();
+    launched.use_cuda_graphs(false);
     for batch in [1, 16] {
         let (rate, tokens) = decode(s, &model, batch);
-        println!("{dtype}: decode batch {batch}: {rate:.1} tokens/s");
+        let (launched_rate, launched_tokens) = decode(s, &launched, batch);
+        println!(
+            "{dtype}: decode batch {batch}: {rate:.1} tokens/s (steps replayed from a CUDA graph); \
+             {launched_rate:.1} tokens/s (launched kernel by kernel)"
+        );
+        assert_eq!(
+            tokens, launched_tokens,
+            "replayed and launched steps pick the same tokens"
+        );
         if batch == 1 {
             println!("{dtype}: greedy tokens {:?}", &tokens[..16]);
         }

@@ -20,12 +20,34 @@ pub struct KvCache<B: Backend, T: Element> {
     ends: B::Tensor<i32>,
     /// Decode attention's per-split results, reused every step.
     scratch: DecodeScratch<B>,
+    /// A decode step's token per sequence and its position, written in
+    /// place before each step (what a recorded step reads).
+    pub(crate) ids: B::Tensor<i32>,
+    pub(crate) positions: B::Tensor<i32>,
+    /// A decode step's logits, `[batch, vocabulary columns]`.
+    pub(crate) logits: B::Tensor<T>,
+    /// The decode step recorded for replay, with the key of the model and
+    /// its products it was recorded from.
+    pub(crate) graph: Option<(StepKey, B::Graph)>,
+    /// Decode steps run since the cache was made.
+    pub(crate) steps: usize,
 }
+
+/// What a recorded decode step depends on besides the cache: the model
+/// (its identity) and whether its products run in IEEE f32.
+pub(crate) type StepKey = (u64, bool);
 
 impl<B: Backend, T: Element> KvCache<B, T> {
     /// An empty cache of `heads` heads for `batch` sequences of up to
-    /// `capacity` tokens (at most the model's context).
-    pub(crate) fn new(on: &B, config: &Config, heads: usize, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
+    /// `capacity` tokens (at most the model's context), whose decode steps
+    /// give `vocab` columns of logits.
+    pub(crate) fn new(
+        on: &B,
+        config: &Config,
+        (heads, vocab): (usize, usize),
+        batch: usize,
+        capacity: usize,
+    ) -> Result<KvCache<B, T>> {
         let capacity = capacity.min(config.n_positions);
         let shape = [batch, capacity, heads * config.head_size()];
         let layer = || on.zeros::<T>(&shape);
@@ -39,6 +61,11 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             starts: on.zeros(&[batch])?,
             ends: on.zeros(&[batch])?,
             scratch,
+            ids: on.zeros(&[batch])?,
+            positions: on.zeros(&[batch])?,
+            logits: on.zeros(&[batch, vocab])?,
+            graph: None,
+            steps: 0,
         })
     }
 
@@ -58,13 +85,12 @@ impl<B: Backend, T: Element> KvCache<B, T> {
     }
 
     /// Prepares a pass that writes `tokens` positions per sequence from
-    /// `starts`.
+    /// `starts` (written in place).
     pub(crate) fn begin(&mut self, on: &B, starts: &[usize], tokens: usize) -> Result<()> {
-        let b = self.batch();
         let starts: Vec<i32> = starts.iter().map(|&s| s as i32).collect();
         let ends: Vec<i32> = starts.iter().map(|&s| s + tokens as i32).collect();
-        self.starts = on.upload_slice(&starts, &[b])?;
-        self.ends = on.upload_slice(&ends, &[b])?;
+        on.write(&mut self.starts, &starts)?;
+        on.write(&mut self.ends, &ends)?;
         Ok(())
     }
 

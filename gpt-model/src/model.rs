@@ -19,6 +19,7 @@ use crate::kv_cache::KvCache;
 use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tile::{Backend, DType, Element, TensorView};
 use tile_kernels::{attention, decode, embedding, linear, matmul, norm};
 
@@ -59,6 +60,24 @@ pub struct Gpt<B: Backend, T: Float> {
     zero_bias: B::Tensor<T>,
     /// Whether an f32 model multiplies through tf32 on the tensor cores.
     tf32: bool,
+    /// Whether decode steps are recorded once and replayed (CUDA graphs).
+    graphs: bool,
+    /// This model's identity, which a recorded step is keyed with.
+    id: u64,
+}
+
+/// Identities of the models loaded so far ([`Gpt::decode`]'s recorded
+/// steps are the model's own).
+static MODELS: AtomicU64 = AtomicU64::new(0);
+
+/// A tensor downloaded as f32.
+fn download<B: Backend, T: Float>(on: &B, t: &B::Tensor<T>) -> Result<Vec<f32>> {
+    Ok(on
+        .download(t)?
+        .to_vec()
+        .into_iter()
+        .map(|v| v.to_f32().unwrap_or(f32::NAN))
+        .collect())
 }
 
 /// How the attention of one pass reads its keys and values.
@@ -161,7 +180,17 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             shard,
             all_reduce,
             tf32: true,
+            graphs: true,
+            id: MODELS.fetch_add(1, Ordering::Relaxed),
         })
+    }
+
+    /// Whether decode steps on a GPU are recorded once per cache as a CUDA
+    /// graph and replayed (the default: a step is then one launch for the
+    /// host), or launched kernel by kernel. The CPU runs them as they
+    /// come either way.
+    pub fn use_cuda_graphs(&mut self, on: bool) {
+        self.graphs = on;
     }
 
     /// Whether an f32 model multiplies through tf32 on the tensor cores
@@ -230,7 +259,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// A cache for `batch` sequences of up to `capacity` tokens each (at
     /// most the model's context).
     pub fn cache(&self, on: &B, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
-        KvCache::new(on, &self.config, self.shard.heads.len(), batch, capacity)
+        let shard = (self.shard.heads.len(), self.shard.vocab.len());
+        KvCache::new(on, &self.config, shard, batch, capacity)
     }
 
     /// Logits for every position of `tokens` (1 to `n_positions` of them),
@@ -318,11 +348,28 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let ids: Vec<u32> = tokens.iter().map(|t| t.unwrap_or(0)).collect();
         self.check_tokens(&ids)?;
         cache.begin(on, &positions, 1)?;
+        let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let positions: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
-        let x = self.embed(on, &ids, &positions)?;
-        let x = self.layers(on, x, (ids.len(), 1), Attend::Cache(cache))?;
+        on.write(&mut cache.ids, &ids)?;
+        on.write(&mut cache.positions, &positions)?;
+        // The first step runs as it comes (it loads and tunes the kernels);
+        // later ones replay it, recorded once per cache and model.
+        let key = (self.id, self.ieee());
+        if !self.graphs || cache.steps == 0 {
+            self.decode_step(on, cache)?;
+        } else {
+            if cache.graph.as_ref().is_none_or(|(k, _)| *k != key) {
+                cache.graph = None;
+                cache.graph = on.capture(|| self.decode_step(on, cache))?.map(|g| (key, g));
+            }
+            match &cache.graph {
+                Some((_, graph)) => on.replay(graph)?,
+                None => self.decode_step(on, cache)?,
+            }
+        }
+        cache.steps += 1;
         cache.advance(tokens.iter().map(Option::is_some));
-        self.logits(on, &x)
+        download(on, &cache.logits)
     }
 
     /// Token ids within the vocabulary, at most the context.
@@ -348,9 +395,13 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     fn embed(&self, on: &B, tokens: &[u32], positions: &[i32]) -> Result<B::Tensor<T>> {
         let n = tokens.len();
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        let (ids, positions) = (on.upload_slice(&ids, &[n])?, on.upload_slice(positions, &[n])?);
-        let mut x = on.zeros(&[n, self.config.n_embd])?;
-        embedding::run(on, (&ids, &positions), (&self.wte, &self.wpe), &mut x)?;
+        self.embed_on(on, &on.upload_slice(&ids, &[n])?, &on.upload_slice(positions, &[n])?)
+    }
+
+    /// [`Gpt::embed`] of token ids and positions already on the backend.
+    fn embed_on(&self, on: &B, ids: &B::Tensor<i32>, positions: &B::Tensor<i32>) -> Result<B::Tensor<T>> {
+        let mut x = on.zeros(&[ids.len(), self.config.n_embd])?;
+        embedding::run(on, (ids, positions), (&self.wte, &self.wpe), &mut x)?;
         Ok(x)
     }
 
@@ -444,19 +495,30 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `ln_f(x) @ wte^T` for `x: [rows, C]` (this rank's vocabulary
     /// columns), downloaded as f32.
     fn logits(&self, on: &B, x: &B::Tensor<T>) -> Result<Vec<f32>> {
-        let h = self.layer_norm(on, x, &self.ln_f)?;
         let mut logits = on.zeros(&[x.shape()[0], self.shard.vocab.len()])?;
+        self.lm_head(on, x, &mut logits)?;
+        download(on, &logits)
+    }
+
+    /// `ln_f(x) @ wte^T` for `x: [rows, C]` into `logits` (this rank's
+    /// vocabulary columns).
+    fn lm_head(&self, on: &B, x: &B::Tensor<T>, logits: &mut B::Tensor<T>) -> Result<()> {
+        let h = self.layer_norm(on, x, &self.ln_f)?;
         let head = self.head.as_ref().unwrap_or(&self.wte);
         if self.ieee() {
-            linear::run(on, &h, head, &self.zero_bias, &mut logits, false)?;
+            linear::run(on, &h, head, &self.zero_bias, logits, false)?;
         } else {
-            matmul::run_linear(on, &h, head, &self.zero_bias, &mut logits, false)?;
+            matmul::run_linear(on, &h, head, &self.zero_bias, logits, false)?;
         }
-        Ok(on
-            .download(&logits)?
-            .to_vec()
-            .into_iter()
-            .map(|v| v.to_f32().unwrap_or(f32::NAN))
-            .collect())
+        Ok(())
+    }
+
+    /// One decode step over the cache's token ids and positions, into its
+    /// logits: the work a recorded step replays.
+    fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>) -> Result<()> {
+        let b = cache.batch();
+        let x = self.embed_on(on, &cache.ids, &cache.positions)?;
+        let x = self.layers(on, x, (b, 1), Attend::Cache(cache))?;
+        self.lm_head(on, &x, &mut cache.logits)
     }
 }

@@ -180,6 +180,38 @@ fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
     batch_equals_alone(&s, "gpu");
 }
 
+/// Decode steps replayed from a CUDA graph give exactly the logits of the
+/// same steps launched kernel by kernel, on a ragged batch whose second
+/// sequence finishes half-way, in f32 and bf16; a cache outlives a second
+/// prefill with its recorded step.
+fn gpu_replayed_decode_steps_equal_launched_ones(device: Arc<tile::Device>) {
+    fn check<T: gpt_model::Float>(s: &tile::Stream, what: &str) {
+        let checkpoint = Checkpoint::embedded().unwrap();
+        let replayed: Gpt<_, T> = Gpt::load(s, &checkpoint).unwrap();
+        let mut launched: Gpt<_, T> = Gpt::load(s, &checkpoint).unwrap();
+        launched.use_cuda_graphs(false);
+        let prompts = vec![vec![5, 17, 30, 12, 12, 9, 41], vec![3], vec![20, 21, 22, 23]];
+        let v = checkpoint.config.vocab_size;
+        let (mut a, mut b) = (replayed.cache(s, 3, 64).unwrap(), launched.cache(s, 3, 64).unwrap());
+        for round in 0..2 {
+            let mut got = replayed.prefill(s, &mut a, &prompts).unwrap();
+            let mut want = launched.prefill(s, &mut b, &prompts).unwrap();
+            for step in 0..20 {
+                assert_eq!(got, want, "{what}: round {round}, step {step}");
+                let next: Vec<Option<u32>> = (want.chunks_exact(v).enumerate())
+                    .map(|(i, row)| (i != 1 || step < 10).then(|| gpt_model::sample::argmax(row)))
+                    .collect();
+                got = replayed.decode(s, &mut a, &next).unwrap();
+                want = launched.decode(s, &mut b, &next).unwrap();
+            }
+            assert_eq!(a.lengths(), b.lengths());
+        }
+    }
+    let s = device.stream();
+    check::<f32>(&s, "f32");
+    check::<tile::bf16>(&s, "bf16");
+}
+
 /// The checkpoints of `tests/shapes/make_checkpoints.py`, from the directory
 /// `TILE_GPT2_SHAPES` names.
 fn shapes_dir() -> Result<PathBuf, harness::Missing> {
@@ -452,6 +484,10 @@ fn main() -> ExitCode {
             bad_prompts_and_sampling_parameters_are_errors,
         ),
         Test::gpu("gpu_model_matches_the_references", gpu_model_matches_the_references),
+        Test::gpu(
+            "gpu_replayed_decode_steps_equal_launched_ones",
+            gpu_replayed_decode_steps_equal_launched_ones,
+        ),
         Test::needing(
             "gpu_shapes_match_transformers",
             || Ok((harness::gpu_for("gpu_shapes_match_transformers")?, shapes_dir()?)),

@@ -12,7 +12,7 @@
 
 use crate::arg::{Arg, HostArg, HostTensorArg, TensorView};
 use crate::spec::{KernelSpec, ParamSpec};
-use crate::{Element, Error, Grid, HostTensor, Result, Stream, Tensor, TensorArg};
+use crate::{Element, Error, Graph, Grid, HostTensor, Result, Stream, Tensor, TensorArg};
 use tile_spec::DType;
 
 /// Where kernels run and tensors live: a GPU [`Stream`] or the [`Cpu`].
@@ -29,6 +29,9 @@ pub trait Backend {
     /// How a launch passes this backend's tensors: element type erased.
     type Operand: TensorView + ?Sized;
 
+    /// Work recorded for replay ([`Graph`] on a GPU; the CPU has none).
+    type Graph: Send + Sync;
+
     /// Copies a host tensor to the backend, keeping its strides.
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Self::Tensor<T>>;
 
@@ -41,6 +44,22 @@ pub trait Backend {
 
     /// The tensor in host memory (on a GPU, waits for the stream first).
     fn download<T: Element>(&self, t: &Self::Tensor<T>) -> Result<HostTensor<T>>;
+
+    /// Copies `data` (row-major) into the contiguous tensor `t`, in place
+    /// (its buffer keeps its address: what a recorded [`Graph`] reads);
+    /// `Error::Shape` if the lengths differ.
+    fn write<T: Element>(&self, t: &mut Self::Tensor<T>, data: &[T]) -> Result<()>;
+
+    /// Records what `work` queues into a graph, without running it
+    /// ([`Stream::capture`]); `None` on a backend without graphs, where
+    /// `work` is not called (run it instead).
+    fn capture<E: From<Error>>(
+        &self,
+        work: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<Self::Graph>, E>;
+
+    /// Queues a graph's work ([`Stream::replay`]).
+    fn replay(&self, graph: &Self::Graph) -> Result<()>;
 
     /// The same elements seen with another shape of equal size
     /// (contiguous tensors only; `Error::Shape` otherwise).
@@ -73,6 +92,7 @@ pub trait Backend {
 impl Backend for Stream {
     type Tensor<T: Element> = Tensor<T>;
     type Operand = dyn TensorArg;
+    type Graph = Graph;
 
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
         Stream::upload(self, host)
@@ -85,6 +105,18 @@ impl Backend for Stream {
     }
     fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
         Stream::download(self, t)
+    }
+    fn write<T: Element>(&self, t: &mut Tensor<T>, data: &[T]) -> Result<()> {
+        Stream::write(self, t, data)
+    }
+    fn capture<E: From<Error>>(
+        &self,
+        work: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<Graph>, E> {
+        Stream::capture(self, work).map(Some)
+    }
+    fn replay(&self, graph: &Graph) -> Result<()> {
+        Stream::replay(self, graph)
     }
     fn reshape<T: Element>(&self, t: Tensor<T>, shape: &[usize]) -> Result<Tensor<T>> {
         t.reshape(shape)
@@ -124,6 +156,7 @@ pub struct Cpu;
 impl Backend for Cpu {
     type Tensor<T: Element> = HostTensor<T>;
     type Operand = dyn HostTensorArg;
+    type Graph = std::convert::Infallible;
 
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<HostTensor<T>> {
         Ok(host.clone())
@@ -136,6 +169,19 @@ impl Backend for Cpu {
     }
     fn download<T: Element>(&self, t: &HostTensor<T>) -> Result<HostTensor<T>> {
         Ok(t.clone())
+    }
+    fn write<T: Element>(&self, t: &mut HostTensor<T>, data: &[T]) -> Result<()> {
+        *t = HostTensor::from_vec(data.to_vec(), t.shape())?;
+        Ok(())
+    }
+    fn capture<E: From<Error>>(
+        &self,
+        _work: impl FnOnce() -> std::result::Result<(), E>,
+    ) -> std::result::Result<Option<std::convert::Infallible>, E> {
+        Ok(None)
+    }
+    fn replay(&self, graph: &std::convert::Infallible) -> Result<()> {
+        match *graph {}
     }
     fn reshape<T: Element>(&self, t: HostTensor<T>, shape: &[usize]) -> Result<HostTensor<T>> {
         t.reshape(shape)

@@ -15,6 +15,9 @@ use tile_spec::{Target, Variant};
 /// One CUDA device with its primary context.
 pub struct Device {
     ctx: Arc<CudaContext>,
+    /// The stream [`Device::stream`] hands out: a stream of its own, not
+    /// the legacy default stream, which cannot be recorded into a graph.
+    stream: Arc<CudaStream>,
     name: String,
     capability: (i32, i32),
     /// Whether variants made for this GPU's architecture-specific target
@@ -127,8 +130,17 @@ impl Device {
         if ctx.has_async_alloc() {
             keep_freed_memory(&ctx)?;
         }
+        // Work on one device is ordered by the streams it is queued on, as
+        // in CUDA: cudarc's events around every buffer's use, which order
+        // uses across streams for the caller, are off (they would also
+        // make a recorded graph wait on events from outside it).
+        // SAFETY: turned off before any buffer or stream of this device's
+        // runtime exists.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(|e| Error::driver("cuStreamCreate", e))?;
         Ok(Arc::new(Device {
             ctx,
+            stream,
             name,
             capability,
             arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
@@ -220,16 +232,19 @@ impl Device {
         &self.ctx
     }
 
-    /// The device's default stream.
+    /// The device's stream: every call gives the same one, whose work
+    /// runs in the order it is queued (and can be recorded into a graph).
     pub fn stream(self: &Arc<Self>) -> Stream {
         Stream {
             device: self.clone(),
-            inner: self.ctx.default_stream(),
+            inner: self.stream.clone(),
             scratch: Scratch::default(),
         }
     }
 
-    /// A new stream, independent of the default one.
+    /// A new stream, independent of [`Device::stream`]: work queued on
+    /// two streams is not ordered between them (synchronize one, or
+    /// download, before the other uses what it wrote).
     pub fn new_stream(self: &Arc<Self>) -> Result<Stream> {
         let inner = self.ctx.new_stream().map_err(|e| Error::driver("cuStreamCreate", e))?;
         Ok(Stream {

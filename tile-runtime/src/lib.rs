@@ -20,6 +20,7 @@ pub mod cpu;
 mod device;
 mod dtype;
 mod error;
+mod graph;
 mod grid;
 mod host;
 mod launch;
@@ -37,6 +38,7 @@ pub use backend::{Backend, Cpu, Scalar, host_args, host_scalar, host_tensor, hos
 pub use device::{Device, Event, Stream, device_count, driver_present};
 pub use dtype::Element;
 pub use error::{Error, Result};
+pub use graph::Graph;
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
 pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, registered_kernels};

@@ -114,6 +114,21 @@ impl Stream {
         Ok(buf)
     }
 
+    /// Copies `data` (row-major) into the contiguous tensor `t`, in place:
+    /// its buffer keeps its address.
+    pub fn write<T: Element>(&self, t: &mut Tensor<T>, data: &[T]) -> Result<()> {
+        self.check_context("Stream::write", "t", t)?;
+        if t.len() != data.len() || t.strides != contiguous_strides(&t.shape) {
+            return Err(Error::Shape(format!(
+                "can't write {} elements into a tensor of shape {:?} (strides {:?})",
+                data.len(),
+                t.shape,
+                t.strides
+            )));
+        }
+        (self.cuda().memcpy_htod(data, &mut t.buf)).map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))
+    }
+
     /// A new contiguous tensor filled with `value`.
     pub fn full<T: Element>(&self, shape: &[usize], value: T) -> Result<Tensor<T>> {
         let n = crate::host::elements(shape)?;
