@@ -1,7 +1,7 @@
 //! Row normalizations over `[rows, cols]`, whole rows in one `BLOCK`-wide
 //! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
-//! computed in f32, LayerNorm's mean compensated (a row with a large offset
-//! keeps its precision). [`run_layer_norm`] and [`run_rms_norm`] pick the tile
+//! computed in f32, LayerNorm's of the values less the row's first (a row
+//! with a large offset keeps its precision). [`run_layer_norm`] and [`run_rms_norm`] pick the tile
 //! width for the rows and check the shapes.
 
 use crate::shapes::expect_shapes;
@@ -21,19 +21,23 @@ pub fn layer_norm<T, const BLOCK: usize>(
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
     let n = x.shape(1) as f32;
+    // An f32 value or sum rounds at the scale of the row, which with a
+    // large offset dwarfs its spread (the mean itself may not be an f32):
+    // the statistics are taken of the values less the row's first, exact
+    // near it (`mean` is theirs), in two passes over registers as without
+    // the shift.
     let t = x.load([r, 0], [rows, BLOCK]).cast::<f32>();
-    // An f32 sum rounds at the scale of the values, which on a row with a
-    // large offset dwarfs its spread: this mean serves as a shift. The
-    // values less the shift are exact near it, and their mean (what the
-    // shift missed) and variance are summed at the scale of the spread.
-    let shift = t.sum(1) / n;
-    let d = select(arange(BLOCK) < x.shape(1), t - shift, 0.0);
-    let missed = d.sum(1) / n;
-    let var = max((d * d).sum(1) / n - missed * missed, 0.0);
-    let rstd = rsqrt(var + eps);
+    let first = x.load([r, 0], [rows, 1]).cast::<f32>();
+    // Padding, taken as `first`, adds nothing to `mean`, and `mean²` per
+    // padded column to the squares, taken back out.
+    let shifted = select(arange(BLOCK) < x.shape(1), t, first) - first;
+    let mean = shifted.sum(1) / n;
+    let centered = shifted - mean;
+    let squares = (centered * centered).sum(1) - (BLOCK as f32 - n) * mean * mean;
+    let rstd = rsqrt(max(squares, 0.0) / n + eps);
     let w = weight.load([0], [BLOCK]).cast::<f32>();
     let b = bias.load([0], [BLOCK]).cast::<f32>();
-    y.store([r, 0], ((d - missed) * rstd * w + b).cast::<T>());
+    y.store([r, 0], (centered * rstd * w + b).cast::<T>());
 }
 
 /// RMSNorm: `y = x / sqrt(mean(x^2) + eps) * weight`.
