@@ -1,6 +1,7 @@
 """Draws BENCHMARKS.md's ratios to the baselines as one SVG (no plotting
 library needed): ours over cuBLAS, PyTorch's SDPA, PyTorch and
-`transformers`, one bar per table row, a line at 1.0.
+`transformers` or a gpt-fast-style decoder, and two GPUs over one, one
+bar per table row, a line at 1.0.
 
     python3 benches/plot.py    # writes bench-results/ratios.svg
 
@@ -17,7 +18,8 @@ PANELS = [
     ("## Memory-bound", "× PyTorch", ["kernel", "shape"], "memory-bound, bf16: × PyTorch", 1),
     ("## Matmul vs cuBLAS", "bursts", ["dtype", "M×K×N"], "matmul: / cuBLAS (bursts)", 0),
     ("## Causal attention", "/ default, per run", ["dtype", "D", "B×T"], "causal attention: × SDPA (lowest run)", 0),
-    ("## GPT-2", "× transformers", ["workload"], "GPT-2 124M: × transformers eager", 0),
+    ("## GPT-2: prefill", "× baseline", ["workload", "baseline"], "GPT-2 124M: × the baseline", 0),
+    ("## GPT-2 over two GPUs", "2 / 1", ["workload"], "gpt2-xl shape: 2 GPUs / 1 GPU", 0),
 ]
 
 

@@ -1,8 +1,8 @@
 //! Row normalizations over `[rows, cols]`, whole rows in one `BLOCK`-wide
 //! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
 //! computed in f32, LayerNorm's of the values less the row's first (a row
-//! with a large offset keeps its precision). [`run_layer_norm`] and [`run_rms_norm`] pick the tile
-//! width for the rows and check the shapes.
+//! with a large offset keeps its precision). [`run_layer_norm`] and
+//! [`run_rms_norm`] pick the tile width for the rows and check the shapes.
 
 use crate::shapes::expect_shapes;
 use crate::softmax::{rows_cols, rows_per_block};
