@@ -20,7 +20,7 @@
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
 
-use common::gpu_stream;
+use common::{gpu_stream, median_wall_ms, prompts};
 use gpt_model::{Checkpoint, Float, Gpt, Request, Sampling, generate};
 use std::path::Path;
 use std::time::Instant;
@@ -36,25 +36,11 @@ const NEW_TOKENS: usize = 256;
 /// Median milliseconds of `reps` prefills of `batch` prompts of `len`
 /// tokens (after two runs that tune and warm up).
 fn prefill<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, len: usize, reps: usize) -> f64 {
-    let vocab = model.config.vocab_size as u32;
-    let prompts: Vec<Vec<u32>> = (0..batch)
-        .map(|b| {
-            (0..len)
-                .map(|i| (i as u32 * 7919 + b as u32 * 104_729) % vocab)
-                .collect()
-        })
-        .collect();
+    let prompts = prompts(batch, len, model.config.vocab_size);
     let mut cache = model.cache(s, batch, len).unwrap();
-    let mut times: Vec<f64> = (0..reps + 2)
-        .map(|_| {
-            let t = Instant::now();
-            model.prefill(s, &mut cache, &prompts).unwrap();
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .skip(2)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[reps / 2]
+    median_wall_ms(reps, || {
+        model.prefill(s, &mut cache, &prompts).unwrap();
+    })
 }
 
 /// Decode tokens per second at `batch`, and the tokens of the first sequence.

@@ -14,6 +14,10 @@
 //! step: the same all-reduces (two per layer, `[batch, n_embd]`) timed
 //! alone, over the step's time.
 
+#[allow(dead_code)] // the helpers this bench does not use
+mod common;
+
+use common::{median_wall_ms, prompts};
 use gpt_model::{Checkpoint, Collective, Request, Sampling, TensorParallel};
 use std::path::Path;
 use std::time::Instant;
@@ -39,25 +43,11 @@ fn decode(model: &TensorParallel<Stream, bf16>, batch: usize) -> (f64, Vec<u32>)
 
 /// Median wall-clock ms of prefilling `batch` prompts of `len` tokens.
 fn prefill(model: &TensorParallel<Stream, bf16>, batch: usize, len: usize) -> f64 {
-    let vocab = model.config().vocab_size as u32;
-    let prompts: Vec<Vec<u32>> = (0..batch)
-        .map(|b| {
-            (0..len)
-                .map(|i| (i as u32 * 7919 + b as u32 * 104_729) % vocab)
-                .collect()
-        })
-        .collect();
+    let prompts = prompts(batch, len, model.config().vocab_size);
     let mut cache = model.cache(batch, len).unwrap();
-    let mut times: Vec<f64> = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            model.prefill(&mut cache, &prompts).unwrap();
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .skip(2)
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    median_wall_ms(5, || {
+        model.prefill(&mut cache, &prompts).unwrap();
+    })
 }
 
 /// Milliseconds of `count` all-reduces of `[batch, width]` across `ranks`,

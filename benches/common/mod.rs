@@ -1,5 +1,6 @@
 //! Shared by the benches: CUDA-event timing, random inputs, a fresh
-//! tuning cache and cuBLAS's product.
+//! tuning cache, cuBLAS's product, and the GPT-2 benches' prompts and
+//! wall-clock medians.
 
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, sys};
 use std::path::PathBuf;
@@ -117,4 +118,34 @@ pub fn cublas<T: Element>(
         ldc: n,
     };
     unsafe { blas.gemm(cfg, b.as_cudarc(), a.as_cudarc(), c.as_cudarc_mut()) }.unwrap();
+}
+
+/// `batch` different prompts of `len` token ids below `vocab`, as the
+/// GPT-2 benches' Python baselines make them.
+#[allow(dead_code)] // the GPT-2 benches
+pub fn prompts(batch: usize, len: usize, vocab: usize) -> Vec<Vec<u32>> {
+    let vocab = vocab as u32;
+    (0..batch)
+        .map(|b| {
+            (0..len)
+                .map(|i| (i as u32 * 7919 + b as u32 * 104_729) % vocab)
+                .collect()
+        })
+        .collect()
+}
+
+/// Median wall-clock milliseconds of `reps` runs of `f`, after two that
+/// tune and warm up.
+#[allow(dead_code)] // the GPT-2 benches
+pub fn median_wall_ms(reps: usize, mut f: impl FnMut()) -> f64 {
+    let mut times: Vec<f64> = (0..reps + 2)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .skip(2)
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
 }
