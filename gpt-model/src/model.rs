@@ -20,7 +20,7 @@ use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tile::{Backend, DType, Element, TensorView};
+use tile::{Backend, DType, Element, HostTensor, TensorView};
 use tile_kernels::{attention, decode, embedding, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
@@ -40,6 +40,21 @@ struct Block<X> {
     ln_2: Affine<X>,
     c_fc: Affine<X>,
     mlp_proj: Affine<X>,
+}
+
+impl<X> Block<X> {
+    /// Every parameter through `f`, in order.
+    fn map<Y>(self, mut f: impl FnMut(X) -> Result<Y>) -> Result<Block<Y>> {
+        let mut pair = |(w, b): Affine<X>| -> Result<Affine<Y>> { Ok((f(w)?, f(b)?)) };
+        Ok(Block {
+            ln_1: pair(self.ln_1)?,
+            c_attn: pair(self.c_attn)?,
+            attn_proj: pair(self.attn_proj)?,
+            ln_2: pair(self.ln_2)?,
+            c_fc: pair(self.c_fc)?,
+            mlp_proj: pair(self.mlp_proj)?,
+        })
+    }
 }
 
 /// A GPT-2 model whose parameters live on backend `B` in element type `T`
@@ -111,29 +126,33 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let cfg = checkpoint.config;
         let c = cfg.n_embd;
         let hd = cfg.head_size();
-        let upload = |values: Vec<f32>, shape: &[usize]| -> Result<B::Tensor<T>> {
+        // Layers are read and converted on the host on every core, a wave
+        // of layers at a time, then uploaded in order.
+        let host = |values: Vec<f32>, shape: &[usize]| -> Result<HostTensor<T>> {
             let values: Vec<T> = values.into_iter().map(|v| T::from(v).unwrap_or_else(T::nan)).collect();
-            Ok(on.upload_slice(&values, shape)?)
+            Ok(HostTensor::from_vec(values, shape)?)
         };
+        let upload =
+            |values: Vec<f32>, shape: &[usize]| -> Result<B::Tensor<T>> { Ok(on.upload(&host(values, shape)?)?) };
         let vector = |name: &str, n: usize| checkpoint.tensor(name, &[n]);
-        let norm = |prefix: &str| -> Result<Affine<B::Tensor<T>>> {
+        let norm = |prefix: &str| -> Result<Affine<HostTensor<T>>> {
             Ok((
-                upload(vector(&format!("{prefix}.weight"), c)?, &[c])?,
-                upload(vector(&format!("{prefix}.bias"), c)?, &[c])?,
+                host(vector(&format!("{prefix}.weight"), c)?, &[c])?,
+                host(vector(&format!("{prefix}.bias"), c)?, &[c])?,
             ))
         };
         // Column-parallel: the output rows in `parts` (ranges of rows), and
         // their biases.
-        let column_parallel = |prefix: &str, out: usize, parts: &[Range<usize>]| -> Result<Affine<B::Tensor<T>>> {
+        let column_parallel = |prefix: &str, out: usize, parts: &[Range<usize>]| -> Result<Affine<HostTensor<T>>> {
             let w = checkpoint.conv1d(&format!("{prefix}.weight"), c, out)?;
             let b = vector(&format!("{prefix}.bias"), out)?;
             let rows: usize = parts.iter().map(|p| p.len()).sum();
             let w: Vec<f32> = parts.iter().flat_map(|p| &w[p.start * c..p.end * c]).copied().collect();
             let b: Vec<f32> = parts.iter().flat_map(|p| &b[p.clone()]).copied().collect();
-            Ok((upload(w, &[rows, c])?, upload(b, &[rows])?))
+            Ok((host(w, &[rows, c])?, host(b, &[rows])?))
         };
         // Row-parallel: the input columns `cols`; the bias on rank 0 only.
-        let row_parallel = |prefix: &str, inp: usize, cols: Range<usize>| -> Result<Affine<B::Tensor<T>>> {
+        let row_parallel = |prefix: &str, inp: usize, cols: Range<usize>| -> Result<Affine<HostTensor<T>>> {
             let w = checkpoint.conv1d(&format!("{prefix}.weight"), inp, c)?;
             let b = vector(&format!("{prefix}.bias"), c)?;
             let w: Vec<f32> = w
@@ -142,23 +161,35 @@ impl<B: Backend, T: Float> Gpt<B, T> {
                 .copied()
                 .collect();
             let b = if shard.rank == 0 { b } else { vec![0.0; c] };
-            Ok((upload(w, &[c, cols.len()])?, upload(b, &[c])?))
+            Ok((host(w, &[c, cols.len()])?, host(b, &[c])?))
         };
         let heads = shard.heads.start * hd..shard.heads.end * hd;
         let qkv: Vec<Range<usize>> = (0..3).map(|i| i * c + heads.start..i * c + heads.end).collect();
-        let blocks = (0..cfg.n_layer)
-            .map(|l| {
-                let p = |n: &str| format!("h.{l}.{n}");
-                Ok(Block {
-                    ln_1: norm(&p("ln_1"))?,
-                    c_attn: column_parallel(&p("attn.c_attn"), 3 * c, &qkv)?,
-                    attn_proj: row_parallel(&p("attn.c_proj"), c, heads.clone())?,
-                    ln_2: norm(&p("ln_2"))?,
-                    c_fc: column_parallel(&p("mlp.c_fc"), 4 * c, std::slice::from_ref(&shard.hidden))?,
-                    mlp_proj: row_parallel(&p("mlp.c_proj"), 4 * c, shard.hidden.clone())?,
-                })
+        let layer = |l: usize| -> Result<Block<HostTensor<T>>> {
+            let p = |n: &str| format!("h.{l}.{n}");
+            Ok(Block {
+                ln_1: norm(&p("ln_1"))?,
+                c_attn: column_parallel(&p("attn.c_attn"), 3 * c, &qkv)?,
+                attn_proj: row_parallel(&p("attn.c_proj"), c, heads.clone())?,
+                ln_2: norm(&p("ln_2"))?,
+                c_fc: column_parallel(&p("mlp.c_fc"), 4 * c, std::slice::from_ref(&shard.hidden))?,
+                mlp_proj: row_parallel(&p("mlp.c_proj"), 4 * c, shard.hidden.clone())?,
             })
-            .collect::<Result<_>>()?;
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let layers: Vec<usize> = (0..cfg.n_layer).collect();
+        let mut blocks = Vec::with_capacity(cfg.n_layer);
+        for wave in layers.chunks(cores) {
+            let read: Vec<Result<Block<HostTensor<T>>>> = std::thread::scope(|s| {
+                let running: Vec<_> = wave.iter().map(|&l| s.spawn(move || layer(l))).collect();
+                (running.into_iter())
+                    .map(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    .collect()
+            });
+            for block in read {
+                blocks.push(block?.map(|t| Ok(on.upload(&t)?))?);
+            }
+        }
         let wte = checkpoint.tensor("wte.weight", &[cfg.vocab_size, c])?;
         let head = if shard.vocab.len() == cfg.vocab_size {
             None
@@ -174,7 +205,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
                 &[cfg.n_positions, c],
             )?,
             blocks,
-            ln_f: norm("ln_f")?,
+            ln_f: {
+                let (w, b) = norm("ln_f")?;
+                (on.upload(&w)?, on.upload(&b)?)
+            },
             head,
             zero_bias: on.zeros(&[shard.vocab.len()])?,
             shard,
