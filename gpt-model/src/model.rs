@@ -246,7 +246,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         &self,
         on: &B,
         x: &B::Tensor<T>,
-        (w, b): &Affine<B::Tensor<T>>,
+        (w, b): (&B::Tensor<T>, &B::Tensor<T>),
         y: &mut B::Tensor<T>,
         gelu: bool,
     ) -> Result<()> {
@@ -469,7 +469,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let c = heads * self.config.head_size();
         let h = self.layer_norm(on, &x, &p.ln_1)?;
         let mut qkv = on.zeros(&[b * t, 3 * c])?;
-        self.linear(on, &h, &p.c_attn, &mut qkv, false)?;
+        self.linear(on, &h, (&p.c_attn.0, &p.c_attn.1), &mut qkv, false)?;
         let qkv = on.reshape(qkv, &[b, t, 3 * c])?;
         let mut att = on.zeros(&[b, t, c])?;
         match attend {
@@ -494,7 +494,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let n = x.len() / self.config.n_embd;
         let h = self.layer_norm(on, &x, &p.ln_2)?;
         let mut fc = on.zeros(&[n, self.shard.hidden.len()])?;
-        self.linear(on, &h, &p.c_fc, &mut fc, true)?;
+        self.linear(on, &h, (&p.c_fc.0, &p.c_fc.1), &mut fc, true)?;
         self.row_parallel(on, &fc, &p.mlp_proj, &x)
     }
 
@@ -512,7 +512,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         if self.shard.rank == 0 {
             self.linear_residual(on, input, affine, residual, &mut out)?;
         } else {
-            self.linear(on, input, affine, &mut out, false)?;
+            self.linear(on, input, (&affine.0, &affine.1), &mut out, false)?;
         }
         if let Some(all_reduce) = &self.all_reduce {
             all_reduce.sum(on, &mut out)?;
@@ -539,12 +539,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     fn lm_head(&self, on: &B, x: &B::Tensor<T>, logits: &mut B::Tensor<T>) -> Result<()> {
         let h = self.layer_norm(on, x, &self.ln_f)?;
         let head = self.head.as_ref().unwrap_or(&self.wte);
-        if self.ieee() {
-            linear::run(on, &h, head, &self.zero_bias, logits, false)?;
-        } else {
-            matmul::run_linear(on, &h, head, &self.zero_bias, logits, false)?;
-        }
-        Ok(())
+        self.linear(on, &h, (head, &self.zero_bias), logits, false)
     }
 
     /// One decode step over the cache's token ids and positions, into its
