@@ -60,9 +60,9 @@ pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
     Arg, Backend, Cpu, CpuVersion, DType, Device, Element, Error, Event, Grid, HostArg, HostTensor, HostTensorArg,
-    KernelRef, KernelSpec, Packed, ParamSpec, Ptx, Result, Scalar, Size, SizeOp, Stream, Target, Tensor, TensorArg,
-    TensorMap, TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present, ptx, registered_kernels,
-    select, testing,
+    KernelRef, KernelSpec, Packed, ParamSpec, Ptx, Result, Scalar, ShapeDim, Size, SizeOp, Stream, Target, Tensor,
+    TensorArg, TensorMap, TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present, ptx,
+    registered_kernels, select, testing,
 };
 
 /// The names a program using tile usually needs.
@@ -94,8 +94,10 @@ macro_rules! guide_links {
          [ch04]: crate::guide::ch04_layernorm\n\
          [ch04-masking]: crate::guide::ch04_layernorm#masking-the-padding\n\
          [ch04-rows]: crate::guide::ch04_layernorm#several-rows-per-block\n\
+         [ch04-shapes]: crate::guide::ch04_layernorm#declared-shapes\n\
          [ch05]: crate::guide::ch05_matmul\n\
          [ch06]: crate::guide::ch06_flash_attention\n\
+         [ch06-ragged]: crate::guide::ch06_flash_attention#without-the-causal-mask-ragged-keys\n\
          [ch07]: crate::guide::ch07_gpt_block\n\
          [ch08]: crate::guide::ch08_reference\n\
          [ch09]: crate::guide::ch09_host_api\n\

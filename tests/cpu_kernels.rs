@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use tile::{Cpu, HostTensor, bf16};
-use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
+use tile_kernels::{attention, elementwise, embedding, linear, norm, scan, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
 
@@ -124,10 +124,21 @@ fn embedding_gathers_token_and_position_rows() {
         1e-6,
     );
 
-    // Disagreeing shapes are typed errors.
+    // Disagreeing shapes are typed errors: the kernel's declared shapes.
     let short = HostTensor::from_vec(vec![0; 3], &[3]).unwrap();
     let e = embedding::run(&Cpu, (&tt, &short), (&wte_t, &wpe_t), &mut out).unwrap_err();
-    assert!(matches!(e, tile::Error::Shape(_)), "{e}");
+    assert!(
+        matches!(
+            e,
+            tile::Error::ShapeContract {
+                param: "positions",
+                axis: 0,
+                found: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -236,7 +247,13 @@ fn library_wrappers_run_on_the_cpu() {
     let err = norm::run_rms_norm(&Cpu, &xt, &bt.clone().reshape(&[1, cols]).unwrap(), &mut y, 1e-5).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "weight must be [300] (a normalization of x: [rows, cols] = [5, 300]), got [1, 300]"
+        "rms_norm: tensor `weight` has rank 2 but the kernel indexes it with 1 coordinates"
+    );
+    let long = HostTensor::<f32>::zeros(&[cols + 1]);
+    let err = norm::run_layer_norm(&Cpu, &xt, &wt, &long, &mut y, 1e-5).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "layer_norm: tensor `bias` is declared [N], so its dimension 0 must be 300 (`N` is `x`'s dimension 1), but it is 301"
     );
     let wide = HostTensor::<f32>::zeros(&[1, 9000]);
     let err = norm::run_rms_norm(&Cpu, &wide, &HostTensor::zeros(&[9000]), &mut wide.clone(), 1e-5);
@@ -251,6 +268,16 @@ fn library_wrappers_run_on_the_cpu() {
         clusters: false,
     };
     assert_eq!(tile, first, "the CPU runs the first configuration");
+    // Operands that disagree with the declared shapes are an error before
+    // anything is tuned or run: nothing is written.
+    let mut poisoned = HostTensor::full(&[m, n], f32::NAN);
+    let short_k = host::<f32>(&bm[..(k - 1) * n], &[k - 1, n]);
+    let e = matmul::run(&Cpu, &host::<f32>(&a, &[m, k]), &short_k, &mut poisoned).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "matmul: tensor `b` is declared [K, N], so its dimension 0 must be 33 (`K` is `a`'s dimension 1), but it is 32"
+    );
+    assert!(poisoned.to_vec().iter().all(|v| v.is_nan()));
     let want = linear_ref(&a, &transpose(&bm, k, n), &vec![0.0; n], m, n, k, false);
     assert_close("matmul::run", &values(&c), &want, 1e-6);
 
@@ -359,11 +386,11 @@ fn attention_shapes_are_checked() {
     let err = |qkv: &[usize], out: &[usize], heads| attention::sizes(qkv, out, heads).unwrap_err().to_string();
     assert_eq!(
         err(&[2, 10, 384], &[2, 9, 128], 4),
-        "out must be [2, 10, 128] (attention over qkv: [B, T, 3C] = [2, 10, 384]), got [2, 9, 128]"
+        "out must be [2, 10, 128] (attention over qkv: [B, L, 3C] = [2, 10, 384]), got [2, 9, 128]"
     );
     assert_eq!(
         err(&[2, 10, 385], &[2, 10, 128], 4),
-        "qkv must be [2, 10, 384] (attention over qkv: [B, T, 3C] = [2, 10, 385]), got [2, 10, 385]"
+        "qkv must be [2, 10, 384] (attention over qkv: [B, L, 3C] = [2, 10, 385]), got [2, 10, 385]"
     );
     assert_eq!(
         err(&[10, 384], &[10, 128], 4),
@@ -459,4 +486,19 @@ fn tensor_core_linear_residual_and_batched_match_f64() {
         })
         .collect();
     assert_close("batched_matmul", &values(&c), &want, 1e-6);
+}
+
+#[test]
+fn cumsum_matches_f64_on_ragged_rows() {
+    let mut rng = Rng::new(13);
+    for (rows, cols) in [(7, 2500), (1, 1), (5, 1024), (3, 1025)] {
+        let x = rng.normals(rows * cols, 1.0);
+        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+        scan::run(&Cpu, &host::<f32>(&x, &[rows, cols]), &mut y).unwrap();
+        let what = format!("cumsum {rows}x{cols}");
+        assert_close(&what, &values(&y), &cumsum_ref(&rounded::<f32>(&x), cols), 1e-6);
+        let mut yh = HostTensor::full(&[rows, cols], bf16::NAN);
+        scan::run(&Cpu, &host::<bf16>(&x, &[rows, cols]), &mut yh).unwrap();
+        assert_close(&what, &values(&yh), &cumsum_ref(&rounded::<bf16>(&x), cols), bf16::TOL);
+    }
 }

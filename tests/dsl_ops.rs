@@ -921,6 +921,253 @@ fn mma_multiplies_computed_tiles_in_a_loop(d: Option<Arc<Device>>) {
     }
 }
 
+// ---- shape contracts ----------------------------------------------------------
+
+/// `y = x * w` row by row, and per row its mean and the row count: the
+/// body reads the declared symbols `M` and `N`; `w` is as long as the
+/// const `B`, `stats` two wide, and `y` may be wider than `x`.
+#[tile::kernel(B = [64])]
+fn scaled_rows<const B: usize>(
+    x: &Tensor<f32, { [M, N] }>,
+    w: &Tensor<f32, { [B] }>,
+    stats: &mut Tensor<f32, { [M, 2] }>,
+    y: &mut Tensor<f32, { [M, _] }>,
+) {
+    let r = block_id(0);
+    let t = x.load([r, 0], [1, B]) * w.load([0], [B]);
+    y.store([r, 0], t);
+    let mean = t.sum(1) / N as f32;
+    stats.store([r, 0], select(arange(2).reshape([1, 2]) == 0, mean, M as f32));
+}
+
+fn declared_shapes_are_checked_at_launch(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(41);
+    let (m, n) = (5, 37);
+    let x = random_f32(&mut rng, &[m, n], 1.0);
+    let w = random_f32(&mut rng, &[64], 1.0);
+    let run = |x: &HostTensor<f32>, w: &HostTensor<f32>, stats: &[usize], y: &[usize]| {
+        let mut st = HostTensor::full(stats, f32::NAN);
+        let mut yt = HostTensor::full(y, f32::NAN);
+        let grid = x.shape()[0] as u32;
+        let r = match &s {
+            None => scaled_rows::launch::<64, _>(&Cpu, grid, x, w, &mut st, &mut yt),
+            Some(s) => {
+                let (xg, wg) = (s.upload(x).unwrap(), s.upload(w).unwrap());
+                let (mut sg, mut yg) = (s.upload(&st).unwrap(), s.upload(&yt).unwrap());
+                let r = scaled_rows::launch::<64, _>(s, grid, &xg, &wg, &mut sg, &mut yg);
+                st = s.download(&sg).unwrap();
+                yt = s.download(&yg).unwrap();
+                r
+            }
+        };
+        (r, st, yt)
+    };
+
+    // Shapes that keep the contract run; the body's `M` and `N` are the
+    // sizes. `y`'s columns past `x`'s are its padding times `w`: zeros.
+    let (r, stats, y) = run(&x, &w, &[m, 2], &[m, n + 3]);
+    r.unwrap();
+    let (xv, wv) = (as_f64(&x), as_f64(&w));
+    let mut want_y = vec![0.0; m * (n + 3)];
+    let mut want_stats = Vec::new();
+    for i in 0..m {
+        let row: Vec<f64> = (0..n).map(|j| xv[i * n + j] * wv[j]).collect();
+        want_y[i * (n + 3)..i * (n + 3) + n].copy_from_slice(&row);
+        want_stats.extend([row.iter().sum::<f64>() / n as f64, m as f64]);
+    }
+    assert_close("scaled rows", &as_f64(&y), &want_y, 1e-5);
+    assert_close("row stats", &as_f64(&stats), &want_stats, 1e-5);
+
+    // Each broken contract is a typed error naming the tensor and the
+    // dimension, and nothing is written.
+    let broken =
+        |what: &str, w: &HostTensor<f32>, (stats, y): (&[usize], &[usize]), want: (&str, usize, usize, usize)| {
+            let (r, stats, y) = run(&x, w, stats, y);
+            match r {
+                Err(tile::Error::ShapeContract {
+                    param,
+                    axis,
+                    found,
+                    expected,
+                    ..
+                }) => assert_eq!((param, axis, found, expected), want, "{what}"),
+                other => panic!("{what}: expected a shape-contract error, got {other:?}"),
+            }
+            assert!(
+                as_f64(&stats).iter().chain(&as_f64(&y)).all(|v| v.is_nan()),
+                "{what}: a launch that breaks its contract wrote output"
+            );
+        };
+    let short_w = random_f32(&mut rng, &[63], 1.0);
+    broken(
+        "w shorter than the const B",
+        &short_w,
+        (&[m, 2], &[m, n]),
+        ("w", 0, 63, 64),
+    );
+    broken("stats three wide", &w, (&[m, 3], &[m, n]), ("stats", 1, 3, 2));
+    broken("y a row short", &w, (&[m, 2], &[m - 1, n]), ("y", 0, m - 1, m));
+    let (r, _, _) = run(&x, &w, &[m, 2], &[m - 1, n]);
+    assert_eq!(
+        r.unwrap_err().to_string(),
+        "scaled_rows: tensor `y` is declared [M, _], so its dimension 0 must be 5 (`M` is `x`'s dimension 0), but it is 4"
+    );
+}
+
+// ---- scans ------------------------------------------------------------------------
+
+/// Scans of each row of `x` in `[R, C]` tiles (`C >= N`): forward cumsum,
+/// cumprod, cummax, cummin, then cumsum and cummax from the end (padding
+/// loads as 0 and -inf: neither changes them).
+#[tile::kernel(R = [4], C = [64])]
+fn row_scans<const R: usize, const C: usize>(x: &Tensor<f32, { [M, N] }>, out: &mut Tensor<f32, { [6, M, N] }>) {
+    let i = block_id(0);
+    let t = x.load([i, 0], [R, C]);
+    out.store([0, i, 0], t.cumsum(1).reshape([1, R, C]));
+    out.store([1, i, 0], t.cumprod(1).reshape([1, R, C]));
+    out.store([2, i, 0], t.cummax(1).reshape([1, R, C]));
+    out.store([3, i, 0], t.cummin(1).reshape([1, R, C]));
+    out.store([4, i, 0], t.cumsum_rev(1).reshape([1, R, C]));
+    let low = x.load([i, 0], [R, C]).pad(f32::NEG_INFINITY);
+    out.store([5, i, 0], low.cummax_rev(1).reshape([1, R, C]));
+}
+
+/// Running sums of `x` in `[B]` tiles, each tile on its own, over four
+/// warps (which hold copies of the scanned axis); and down the columns of
+/// each tile seen as `[B / 8, 8]`, running minima from the bottom, a scan
+/// along axis 0 (the padding, which a scan from the end meets first, is
+/// larger than every value).
+#[tile::kernel(T = [i32, bf16], B = [1024], num_warps = 4)]
+fn line_scans<T, const B: usize>(x: &Tensor<T, { [N] }>, sums: &mut Tensor<T, { [N] }>, mins: &mut Tensor<T, { [N] }>) {
+    let i = block_id(0);
+    sums.store([i], x.load([i], [B]).cumsum(0));
+    let t = x.load([i], [B]).pad(10000);
+    mins.store([i], t.reshape([B / 8, 8]).cummin_rev(0).reshape([B]));
+}
+
+/// The f64 scan of each `len`-long line of `x` (`stride` apart, lines
+/// starting at `starts`), from the end where `reverse`.
+fn scan_ref(
+    x: &[f64],
+    starts: &[usize],
+    (len, stride): (usize, usize),
+    f: fn(f64, f64) -> f64,
+    reverse: bool,
+) -> Vec<f64> {
+    let mut out = x.to_vec();
+    for &s in starts {
+        let mut order: Vec<usize> = (0..len).map(|k| s + k * stride).collect();
+        if reverse {
+            order.reverse();
+        }
+        let mut acc: Option<f64> = None;
+        for at in order {
+            let v = acc.map_or(x[at], |a| f(a, x[at]));
+            acc = Some(v);
+            out[at] = v;
+        }
+    }
+    out
+}
+
+fn scans_match_f64_on_ragged_rows(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(43);
+    for (m, n) in [(5, 37), (3, 1), (4, 64), (9, 50)] {
+        // Near 1, so that products stay in range.
+        let xs: Vec<f64> = (0..m * n).map(|_| 1.0 + 0.2 * rng.normal()).collect();
+        let x = host::<f32>(&xs, &[m, n]);
+        let mut out = HostTensor::full(&[6, m, n], f32::NAN);
+        let grid = cdiv(m, 4);
+        row_scans::launch::<4, 64, _>(&Cpu, grid, &x, &mut out).unwrap();
+        let rows: Vec<usize> = (0..m).map(|r| r * n).collect();
+        let line = (n, 1);
+        let wants = [
+            scan_ref(&xs, &rows, line, |a, b| a + b, false),
+            scan_ref(&xs, &rows, line, |a, b| a * b, false),
+            scan_ref(&xs, &rows, line, f64::max, false),
+            scan_ref(&xs, &rows, line, f64::min, false),
+            scan_ref(&xs, &rows, line, |a, b| a + b, true),
+            scan_ref(&xs, &rows, line, f64::max, true),
+        ];
+        let got = as_f64(&out);
+        for (k, want) in wants.iter().enumerate() {
+            let what = format!("row scan {k} of [{m}, {n}]");
+            assert_close(&what, &got[k * m * n..(k + 1) * m * n], want, 1e-6);
+        }
+        if let Some(s) = &s {
+            let mut od = s.upload(&HostTensor::full(&[6, m, n], f32::NAN)).unwrap();
+            row_scans::launch::<4, 64, _>(s, grid, &s.upload(&x).unwrap(), &mut od).unwrap();
+            same(s, &format!("row scans of [{m}, {n}]"), &od, &out, 1e-5);
+        }
+    }
+
+    // All equal, and a NaN: the running maximum skips it (NaN loses, as in
+    // `max`), the running sum carries it.
+    let mut xs = vec![2.0; 8];
+    xs[3] = f64::NAN;
+    let x = host::<f32>(&xs, &[1, 8]);
+    let mut out = HostTensor::full(&[6, 1, 8], f32::NAN);
+    row_scans::launch::<4, 64, _>(&Cpu, 1, &x, &mut out).unwrap();
+    let got = as_f64(&out);
+    assert_eq!(&got[16..24], &[2.0; 8], "cummax skips NaN");
+    assert!(got[3..8].iter().all(|v| v.is_nan()) && got[..3] == [2.0, 4.0, 6.0]);
+    if let Some(s) = &s {
+        let mut od = s.upload(&HostTensor::full(&[6, 1, 8], f32::NAN)).unwrap();
+        row_scans::launch::<4, 64, _>(s, 1, &s.upload(&x).unwrap(), &mut od).unwrap();
+        let g = as_f64(&s.download(&od).unwrap());
+        assert_eq!(&g[16..24], &[2.0; 8], "GPU cummax skips NaN");
+    }
+
+    let n = 2500;
+    let ints: Vec<f64> = (0..n).map(|_| rng.below(200) as f64 - 100.0).collect();
+    line_case::<i32>(&s, &ints, 0.0);
+    let halves: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+    line_case::<bf16>(&s, &halves, 2e-2);
+}
+
+/// [`line_scans`] on `xs` against f64: sums within each 1024-long tile, and
+/// minima from the bottom of each column of a tile seen as `[128, 8]`.
+fn line_case<T: Num>(s: &Option<Stream>, xs: &[f64], tol: f64) {
+    let n = xs.len();
+    let x = host::<T>(xs, &[n]);
+    let xv = as_f64(&x);
+    let tiles: Vec<usize> = (0..n).step_by(1024).collect();
+    let mut want_sums = Vec::new();
+    for &t in &tiles {
+        let len = (n - t).min(1024);
+        want_sums.extend(scan_ref(&xv[t..t + len], &[0], (len, 1), |a, b| a + b, false));
+    }
+    // Columns of 8-wide rows, each to the tile's end (padding: 10000).
+    let mut padded = xv.clone();
+    padded.resize(tiles.len() * 1024, 10000.0);
+    let starts: Vec<usize> = tiles.iter().flat_map(|&t| (0..8).map(move |c| t + c)).collect();
+    let mut want_mins = scan_ref(&padded, &starts, (128, 8), f64::min, true);
+    want_mins.truncate(n);
+    let (mut sums, mut mins) = (HostTensor::<T>::zeros(&[n]), HostTensor::<T>::zeros(&[n]));
+    let grid = cdiv(n, 1024);
+    line_scans::launch::<T, 1024, _>(&Cpu, grid, &x, &mut sums, &mut mins).unwrap();
+    assert_close(
+        &format!("{} line cumsum", T::DTYPE),
+        &as_f64(&sums),
+        &want_sums,
+        tol.max(1e-9),
+    );
+    assert_close(
+        &format!("{} column cummin_rev", T::DTYPE),
+        &as_f64(&mins),
+        &want_mins,
+        1e-9,
+    );
+    if let Some(s) = s {
+        let (mut sd, mut md) = (s.zeros::<T>(&[n]).unwrap(), s.zeros::<T>(&[n]).unwrap());
+        line_scans::launch::<T, 1024, _>(s, grid, &s.upload(&x).unwrap(), &mut sd, &mut md).unwrap();
+        same(s, &format!("{} line cumsum", T::DTYPE), &sd, &sums, tol);
+        same(s, &format!("{} column cummin_rev", T::DTYPE), &md, &mins, 0.0);
+    }
+}
+
 fn main() -> ExitCode {
     harness::run(
         [
@@ -962,6 +1209,11 @@ fn main() -> ExitCode {
                 "mma_multiplies_computed_tiles_in_a_loop",
                 mma_multiplies_computed_tiles_in_a_loop,
             ),
+            Test::cpu_then_gpu(
+                "declared_shapes_are_checked_at_launch",
+                declared_shapes_are_checked_at_launch,
+            ),
+            Test::cpu_then_gpu("scans_match_f64_on_ragged_rows", scans_match_f64_on_ragged_rows),
         ]
         .into_iter()
         .flatten(),

@@ -12,7 +12,7 @@ use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{attention, elementwise, embedding, linear, norm, softmax};
+use tile_kernels::{attention, elementwise, embedding, linear, norm, scan, softmax};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -70,6 +70,32 @@ fn softmax_matches_cpu_reference(d: Arc<Device>) {
             softmax_case::<bf16>(&s, &mut rng, rows, cols, pad);
         }
         softmax_case::<f16>(&s, &mut rng, rows, cols, 0);
+    }
+}
+
+/// Running sums along rows of `x` (a strided view), on the GPU against
+/// the CPU backend and against f64.
+fn cumsum_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: usize) {
+    let x = rng.normals(rows * cols, 1.0);
+    let xh = strided::<T>(&x, &[rows, cols], pad);
+    let mut want = poisoned::<T>(&[rows, cols]);
+    let mut yd = s.upload(&want).unwrap();
+    scan::run(s, &s.upload(&xh).unwrap(), &mut yd).unwrap();
+    scan::run(&Cpu, &xh, &mut want).unwrap();
+    let what = format!("cumsum {} {rows}x{cols} pad {pad}", T::DTYPE);
+    let reference = cumsum_ref(&rounded::<T>(&x), cols);
+    let tol = T::TOL.max(1e-6);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), tol);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &reference, tol);
+}
+
+fn cumsum_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
+    let mut rng = Rng::new(12);
+    for (rows, cols) in ROWS.into_iter().chain([(4, 5000), (2, 8192), (9, 1)]) {
+        cumsum_case::<f32>(&s, &mut rng, rows, cols, 3);
+        cumsum_case::<bf16>(&s, &mut rng, rows, cols, 0);
+        cumsum_case::<f16>(&s, &mut rng, rows, cols, 0);
     }
 }
 
@@ -270,40 +296,48 @@ fn bad_arguments_are_typed_errors_not_launches(d: Arc<Device>) {
         "{e}"
     );
     // Operands whose sizes disagree, caught before anything is tuned or
-    // launched: the tile masks would otherwise compute a partial product.
+    // launched (the kernels' declared shapes): the tile masks would
+    // otherwise compute a partial product.
     use tile_kernels::matmul;
-    let shape_error = |e: tile::Error, starts: &str| {
-        assert!(matches!(&e, tile::Error::Shape(m) if m.starts_with(starts)), "{e}");
+    let contract_error = |e: tile::Error, want: (&str, usize, usize, usize)| match e {
+        tile::Error::ShapeContract {
+            param,
+            axis,
+            found,
+            expected,
+            ..
+        } => assert_eq!((param, axis, found, expected), want),
+        e => panic!("expected a shape-contract error, got {e}"),
     };
     let short_k = s.zeros::<bf16>(&[32, 128]).unwrap();
-    shape_error(
-        matmul::run(&s, &a, &short_k, &mut c).unwrap_err(),
-        "b must be [64, 128]",
-    );
+    contract_error(matmul::run(&s, &a, &short_k, &mut c).unwrap_err(), ("b", 0, 32, 64));
     let mut small_c = s.zeros::<bf16>(&[64, 128]).unwrap();
-    shape_error(
-        matmul::run(&s, &a, &b, &mut small_c).unwrap_err(),
-        "c must be [128, 128]",
-    );
+    contract_error(matmul::run(&s, &a, &b, &mut small_c).unwrap_err(), ("c", 0, 64, 128));
     let w = s.zeros::<bf16>(&[128, 64]).unwrap();
     let short_bias = s.zeros::<bf16>(&[100]).unwrap();
     let e = matmul::run_linear(&s, &a, &w, &short_bias, &mut c, false).unwrap_err();
-    shape_error(e, "b must be [128]");
+    contract_error(e, ("b", 0, 100, 128));
     let bias = s.zeros::<bf16>(&[128]).unwrap();
     let e = matmul::run_linear_residual(&s, (&a, &w, &bias), &small_c, &mut c).unwrap_err();
-    shape_error(e, "residual must be [128, 128]");
+    contract_error(e, ("residual", 0, 64, 128));
     let (a3, b3) = (
         s.zeros::<bf16>(&[2, 128, 64]).unwrap(),
         s.zeros::<bf16>(&[3, 64, 128]).unwrap(),
     );
     let mut c3 = s.zeros::<bf16>(&[2, 128, 128]).unwrap();
-    shape_error(
-        matmul::run_batched(&s, &a3, &b3, &mut c3).unwrap_err(),
-        "b must be [2, 64, 128]",
-    );
-    shape_error(
-        matmul::run_batched(&s, &a, &b, &mut c).unwrap_err(),
-        "a must have rank 3",
+    contract_error(matmul::run_batched(&s, &a3, &b3, &mut c3).unwrap_err(), ("b", 0, 3, 2));
+    let e = matmul::run_batched(&s, &a, &b, &mut c).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            tile::Error::Rank {
+                param: "a",
+                expected: 3,
+                found: 2,
+                ..
+            }
+        ),
+        "{e}"
     );
     // Nothing above reached the GPU: the stream is healthy.
     s.synchronize().unwrap();
@@ -902,6 +936,7 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it(d: Arc<Device>) {
 fn main() -> ExitCode {
     harness::run([
         Test::gpu("softmax_matches_cpu_reference", softmax_matches_cpu_reference),
+        Test::gpu("cumsum_matches_cpu_reference", cumsum_matches_cpu_reference),
         Test::gpu(
             "layer_norm_and_rms_norm_match_cpu_reference",
             layer_norm_and_rms_norm_match_cpu_reference,

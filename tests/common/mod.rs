@@ -119,6 +119,17 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
 
 // ---- f64 references -------------------------------------------------------
 
+pub fn cumsum_ref(x: &[f64], cols: usize) -> Vec<f64> {
+    x.chunks(cols)
+        .flat_map(|row| {
+            row.iter().scan(0.0, |acc, v| {
+                *acc += v;
+                Some(*acc)
+            })
+        })
+        .collect()
+}
+
 pub fn softmax_ref(x: &[f64], cols: usize) -> Vec<f64> {
     x.chunks(cols)
         .flat_map(|row| {

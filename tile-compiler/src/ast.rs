@@ -78,15 +78,48 @@ pub struct ConstParam {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamKind {
-    /// `&Tensor<T>` (read only) or `&mut Tensor<T>`.
-    Tensor { elem: Elem, mutable: bool },
+    /// `&Tensor<T>` (read only) or `&mut Tensor<T>`, with its declared
+    /// shape if the type gives one (`&Tensor<T, {[M, N]}>`).
+    Tensor {
+        elem: Elem,
+        mutable: bool,
+        shape: Option<Vec<Dim>>,
+    },
     /// A scalar passed by value.
     Scalar(DType),
+}
+
+/// One dimension of a tensor parameter's declared shape, the shape
+/// contract a launch checks (`&Tensor<T, {[M, 64, _]}>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dim {
+    /// `_`: any size.
+    Any,
+    /// A literal size.
+    Fixed(usize),
+    /// A const parameter's value, or a symbol: every dimension declared
+    /// with one symbol has one size, and the body may read it as an `i32`.
+    Name(Ident),
+    /// A multiple of a name, `3 * C`: the name also appears alone in some
+    /// tensor's shape, which gives its size.
+    Multiple(usize, Ident),
 }
 
 pub struct Param {
     pub name: Ident,
     pub kind: ParamKind,
+}
+
+/// Where a shape symbol's size comes from: the first tensor parameter
+/// declared with it, and the dimension.
+pub fn shape_symbol(params: &[Param], name: &Ident) -> Option<(usize, usize)> {
+    params.iter().enumerate().find_map(|(t, p)| match &p.kind {
+        ParamKind::Tensor { shape: Some(dims), .. } => dims
+            .iter()
+            .position(|d| matches!(d, Dim::Name(n) if n == name))
+            .map(|axis| (t, axis)),
+        _ => None,
+    })
 }
 
 pub enum Stmt {

@@ -229,6 +229,21 @@ impl Cx<'_> {
                     ReduceOp::ArgMin => quote!(#cpu::arg_reduce(&#a_, #axis, false)),
                 }
             }
+            OpKind::Scan {
+                op: sop,
+                arg,
+                axis,
+                reverse,
+            } => {
+                let a_ = v(*arg);
+                let sop = match sop {
+                    ScanOp::Sum => quote!(Sum),
+                    ScanOp::Prod => quote!(Prod),
+                    ScanOp::Max => quote!(Max),
+                    ScanOp::Min => quote!(Min),
+                };
+                quote!(#cpu::scan(&#a_, #axis, #cpu::Scan::#sop, #reverse))
+            }
             OpKind::Reshape(a) => {
                 let shape = usizes(func.values[r.expect("result")].shape.as_ref().expect("tile"));
                 let a_ = v(*a);

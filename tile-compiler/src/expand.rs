@@ -4,7 +4,7 @@
 //! and `launch` (generic over the backend, `tile::Backend`: a GPU stream or
 //! the CPU), and a registration in the kernel registry.
 
-use crate::ast::{Elem, ParamKind};
+use crate::ast::{Dim, Elem, ParamKind};
 use crate::cpu::{self, rust_type};
 use crate::dtype::DType;
 use crate::pack::pack;
@@ -138,6 +138,22 @@ fn elem_type(e: &Elem) -> TokenStream {
     }
 }
 
+/// A declared dimension as the runtime checks it: a name (or a multiple
+/// of one) is a const parameter's, by index, or else a symbol's.
+fn shape_dim(d: &Dim, const_names: &[String]) -> TokenStream {
+    let (times, n) = match d {
+        Dim::Any => return quote!(::tile::ShapeDim::Any),
+        Dim::Fixed(n) => return quote!(::tile::ShapeDim::Fixed(#n)),
+        Dim::Name(n) => (1usize, n),
+        Dim::Multiple(k, n) => (*k, n),
+    };
+    let name = n.to_string();
+    match const_names.iter().position(|c| *c == name) {
+        Some(index) => quote!(::tile::ShapeDim::Const { index: #index, times: #times }),
+        None => quote!(::tile::ShapeDim::Symbol { name: #name, times: #times }),
+    }
+}
+
 pub fn expand(k: &CompiledKernel) -> TokenStream {
     let ast = &k.kernel;
     let name = &ast.name;
@@ -153,7 +169,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
     let param_specs = ast.params.iter().enumerate().map(|(i, p)| {
         let pname = p.name.to_string();
         match &p.kind {
-            ParamKind::Tensor { elem, mutable } => {
+            ParamKind::Tensor { elem, mutable, shape } => {
                 let rank = match &first.params[i] {
                     crate::ir::Param::Tensor(t) => t.rank,
                     _ => unreachable!(),
@@ -162,7 +178,14 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                     Elem::Fixed(d) => d.name().to_string(),
                     Elem::Param(n) => n.clone(),
                 };
-                quote!(::tile::ParamSpec::Tensor { name: #pname, elem: #elem, rank: #rank, mutable: #mutable })
+                let shape = match shape {
+                    Some(dims) => {
+                        let dims = dims.iter().map(|d| shape_dim(d, &const_names));
+                        quote!(::core::option::Option::Some(&[#(#dims),*]))
+                    }
+                    None => quote!(::core::option::Option::None),
+                };
+                quote!(::tile::ParamSpec::Tensor { name: #pname, elem: #elem, rank: #rank, mutable: #mutable, shape: #shape })
             }
             ParamKind::Scalar(dtype) => {
                 let d = runtime_dtype(*dtype);
@@ -181,7 +204,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
         .map(|p| {
             let n = &p.name;
             match &p.kind {
-                ParamKind::Tensor { elem, mutable } => {
+                ParamKind::Tensor { elem, mutable, .. } => {
                     let t = elem_type(elem);
                     let m = mutable.then(|| quote!(mut));
                     quote!(#n: &#m <#backend as ::tile::Backend>::Tensor<#t>)

@@ -116,6 +116,15 @@ pub enum ReduceOp {
     ArgMin,
 }
 
+/// The combining operation of a scan (`cumsum`, `cumprod`, `cummax`, `cummin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+}
+
 #[derive(Clone, Debug)]
 pub enum OpKind {
     /// The value of scalar parameter `index` (in signature order).
@@ -173,6 +182,14 @@ pub enum OpKind {
         arg: ValueId,
         axis: usize,
     },
+    /// Inclusive scan along `axis` (from the last element back where
+    /// `reverse`); the result has the argument's shape.
+    Scan {
+        op: ScanOp,
+        arg: ValueId,
+        axis: usize,
+        reverse: bool,
+    },
     /// Same elements in row-major order, another shape.
     Reshape(ValueId),
     /// Size-1 dimensions repeated to the result's shape (same rank).
@@ -219,7 +236,7 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => vec![],
             Get { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
-            Permute { arg, .. } | Reduce { arg, .. } => vec![*arg],
+            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
             Store { index, value, .. } | Scatter { index, value, .. } => {
                 index.iter().copied().chain([*value]).collect()
@@ -252,7 +269,7 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => {}
             Get { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
-            Permute { arg, .. } | Reduce { arg, .. } => *arg = f(*arg),
+            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } => *arg = f(*arg),
             Load { index, pad, .. } | Gather { index, pad, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);

@@ -8,9 +8,10 @@
 //! accumulators, or for `wgmma`'s 64-row warpgroups), so each row's
 //! maximum and sum stay within a warp.
 //!
-//! `qkv: [B, T, 3C]` holds queries, keys and values side by side (as a fused
-//! QKV projection writes them), each split into heads of `D` columns;
-//! `out: [B, T, C]`. f32 inputs multiply through tf32.
+//! `qkv: [B, L, 3C]` holds queries, keys and values of sequences of length
+//! `L` side by side (as a fused QKV projection writes them), each split
+//! into heads of `D` columns; `out: [B, L, C]`. f32 inputs multiply
+//! through tf32.
 
 use crate::shapes::{dims, expect_shapes};
 use tile::{Backend, DType, Element, TensorView};
@@ -38,15 +39,15 @@ use tile::{Backend, DType, Element, TensorView};
     ]
 )]
 pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
-    qkv: &Tensor<T>,
-    out: &mut Tensor<T>,
+    qkv: &Tensor<T, { [B, L, 3 * C] }>,
+    out: &mut Tensor<T, { [B, L, C] }>,
     heads: i32,
     scale: f32,
     group: i32,
 ) {
     // The last queries see the most keys: their blocks go first, so the
     // grid ends on short ones.
-    let query_blocks = cdiv(qkv.shape(1), BQ);
+    let query_blocks = cdiv(L, BQ);
     let [from_last, head] = group_tiles(block_id(0), query_blocks, num_blocks(0) / query_blocks, group);
     let qb = query_blocks - 1 - from_last;
     let b = head / heads;
@@ -90,12 +91,12 @@ pub fn causal_attention<T, const BQ: usize, const BK: usize, const D: usize>(
     configs = [(BQ = 16, BK = 16, D = 32), (BQ = 16, BK = 8, D = 64), (BQ = 8, BK = 8, D = 128)]
 )]
 pub fn causal_attention_ieee<T, const BQ: usize, const BK: usize, const D: usize>(
-    qkv: &Tensor<T>,
-    out: &mut Tensor<T>,
+    qkv: &Tensor<T, { [B, L, 3 * C] }>,
+    out: &mut Tensor<T, { [B, L, C] }>,
     heads: i32,
     scale: f32,
 ) {
-    let query_blocks = cdiv(qkv.shape(1), BQ);
+    let query_blocks = cdiv(L, BQ);
     let qb = block_id(0) % query_blocks;
     let head = block_id(0) / query_blocks;
     let b = head / heads;
@@ -236,12 +237,12 @@ fn group_height_for((resident, l2_bytes): (usize, usize), heads: usize, head_byt
 }
 
 /// `(batch, seq, head size)` of attention over `qkv` with `heads` heads
-/// into `out`, the shapes checked: `qkv: [B, T, 3C]`, `out: [B, T, C]`,
+/// into `out`, the shapes checked: `qkv: [B, L, 3C]`, `out: [B, L, C]`,
 /// heads of 32, 64 or 128 columns.
 pub fn sizes(qkv: &[usize], out: &[usize], heads: usize) -> tile::Result<(usize, usize, usize)> {
     let [batch, seq, three_c] = dims("qkv", qkv)?;
     let c = three_c / 3;
-    let from = format!("attention over qkv: [B, T, 3C] = [{batch}, {seq}, {three_c}]");
+    let from = format!("attention over qkv: [B, L, 3C] = [{batch}, {seq}, {three_c}]");
     expect_shapes(
         &from,
         &[("qkv", qkv, &[batch, seq, 3 * c]), ("out", out, &[batch, seq, c])],

@@ -18,5 +18,6 @@ pub mod embedding;
 pub mod linear;
 pub mod matmul;
 pub mod norm;
+pub mod scan;
 mod shapes;
 pub mod softmax;

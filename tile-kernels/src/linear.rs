@@ -8,23 +8,24 @@
 //! GPT uses, and is the faster of the two on large layers (BENCHMARKS.md);
 //! the GPT runs these where an f32 model is asked not to use tf32.
 
-use crate::matmul::{LinearOperands, linear_shapes};
+use crate::matmul::LinearOperands;
+use crate::shapes::dims;
 use tile::{Backend, Element, TensorView};
 
 /// `y = x @ w^T + b`, then GELU (tanh form) when `gelu` is 1.
 /// Grid: `(cdiv(N, BN), cdiv(M, BM))`.
 #[tile::kernel(T = [f32, bf16, f16], BM = [16], BN = [64], BK = [8])]
 pub fn linear_ffma<T, const BM: usize, const BN: usize, const BK: usize>(
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    b: &Tensor<T>,
-    y: &mut Tensor<T>,
+    x: &Tensor<T, { [M, K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    b: &Tensor<T, { [N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
     gelu: i32,
 ) {
     let n = block_id(0);
     let m = block_id(1);
     let mut acc = zeros([BM, BN]);
-    for k in 0..cdiv(x.shape(1), BK) {
+    for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
         acc = acc + (xs * ws).sum(2).reshape([BM, BN]);
@@ -41,16 +42,16 @@ pub fn linear_ffma<T, const BM: usize, const BN: usize, const BK: usize>(
 /// Grid: `(cdiv(N, BN), cdiv(M, BM))`.
 #[tile::kernel(T = [f32, bf16, f16], BM = [16], BN = [64], BK = [8])]
 pub fn linear_residual_ffma<T, const BM: usize, const BN: usize, const BK: usize>(
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    b: &Tensor<T>,
-    residual: &Tensor<T>,
-    y: &mut Tensor<T>,
+    x: &Tensor<T, { [M, K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    b: &Tensor<T, { [N] }>,
+    residual: &Tensor<T, { [M, N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
 ) {
     let n = block_id(0);
     let m = block_id(1);
     let mut acc = residual.load([m, n], [BM, BN]).cast::<f32>() + b.load([n], [BN]).cast::<f32>();
-    for k in 0..cdiv(x.shape(1), BK) {
+    for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
         acc = acc + (xs * ws).sum(2).reshape([BM, BN]);
@@ -63,8 +64,7 @@ pub fn grid(m: usize, n: usize) -> (u32, u32) {
     (n.div_ceil(64) as u32, m.div_ceil(16) as u32)
 }
 
-/// `y = x @ w^T + b` ([`linear_ffma`]), then GELU where `gelu`, on `on`;
-/// shapes checked as `matmul::run_linear` checks them.
+/// `y = x @ w^T + b` ([`linear_ffma`]), then GELU where `gelu`, on `on`.
 pub fn run<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
@@ -73,20 +73,17 @@ pub fn run<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<()> {
-    linear_shapes((x, w, b), None, y)?;
-    let (m, n) = (y.shape()[0], y.shape()[1]);
+    let [m, n] = dims("y", y.shape())?;
     linear_ffma::launch_with(on, &[16, 64, 8], grid(m, n), x, w, b, y, gelu as i32)
 }
 
-/// `y = residual + x @ w^T + b` ([`linear_residual_ffma`]) on `on`;
-/// shapes checked as `matmul::run_linear_residual` checks them.
+/// `y = residual + x @ w^T + b` ([`linear_residual_ffma`]) on `on`.
 pub fn run_residual<T: Element, B: Backend>(
     on: &B,
     (x, w, b): LinearOperands<B, T>,
     residual: &B::Tensor<T>,
     y: &mut B::Tensor<T>,
 ) -> tile::Result<()> {
-    linear_shapes((x, w, b), Some(residual), y)?;
-    let (m, n) = (y.shape()[0], y.shape()[1]);
+    let [m, n] = dims("y", y.shape())?;
     linear_residual_ffma::launch_with(on, &[16, 64, 8], grid(m, n), x, w, b, residual, y)
 }

@@ -4,12 +4,13 @@
 //! Each kernel declares its configurations and its tuning, so its module
 //! has `run` (the configuration tuned for the problem's size class on a
 //! GPU, the first on the CPU; see `tile::autotune`) and `run_with` (one
-//! configuration). [`run`], [`run_linear`], [`run_linear_residual`] and
-//! [`run_batched`] check that the operands' shapes agree
-//! (`tile::Error::Shape` naming the one that does not) and call them.
+//! configuration). Each declares its operands' shapes, which are checked
+//! before anything is tuned or launched (`tile::Error::ShapeContract`
+//! names the operand and dimension that disagree): a tile's masks would
+//! otherwise compute a partial product. [`run`], [`run_linear`],
+//! [`run_linear_residual`] and [`run_batched`] call them.
 
-use crate::shapes::{dims, expect_shapes};
-use tile::{Backend, Element, TensorView, Tuned};
+use tile::{Backend, Element, Tuned};
 
 /// `(x, w, b)` of a linear layer on backend `B`.
 pub type LinearOperands<'a, B, T> = (
@@ -25,21 +26,7 @@ pub fn run<T: Element, B: Backend>(
     b: &B::Tensor<T>,
     c: &mut B::Tensor<T>,
 ) -> tile::Result<Tuned> {
-    let ([m, k], [_, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
-    let from = format!("c = a @ b with a: [M, K] = [{m}, {k}]");
-    expect_shapes(&from, &[("b", b.shape(), &[k, n]), ("c", c.shape(), &[m, n])])?;
     matmul::run(on, a, b, c)
-}
-
-/// Checks `y = [residual +] x @ w^T + b`'s shapes against each other.
-pub(crate) fn linear_shapes<V: TensorView>((x, w, b): (&V, &V, &V), residual: Option<&V>, y: &V) -> tile::Result<()> {
-    let ([m, k], [n, _]) = (dims("x", x.shape())?, dims("w", w.shape())?);
-    let from = format!("y = x @ w^T + b with x: [M, K] = [{m}, {k}], w: [N, K] = [{n}, ..]");
-    let (nk, n1, mn) = ([n, k], [n], [m, n]);
-    let mut tensors = vec![("w", w.shape(), &nk[..]), ("b", b.shape(), &n1[..])];
-    tensors.extend(residual.map(|r| ("residual", r.shape(), &mn[..])));
-    tensors.push(("y", y.shape(), &mn));
-    expect_shapes(&from, &tensors)
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`), tuned; returns the configuration.
@@ -51,7 +38,6 @@ pub fn run_linear<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<Tuned> {
-    linear_shapes((x, w, b), None, y)?;
     linear::run(on, x, w, b, y, gelu as i32)
 }
 
@@ -62,7 +48,6 @@ pub fn run_linear_residual<T: Element, B: Backend>(
     residual: &B::Tensor<T>,
     y: &mut B::Tensor<T>,
 ) -> tile::Result<Tuned> {
-    linear_shapes((x, w, b), Some(residual), y)?;
     linear_residual::run(on, x, w, b, residual, y)
 }
 
@@ -74,12 +59,6 @@ pub fn run_batched<T: Element, B: Backend>(
     b: &B::Tensor<T>,
     c: &mut B::Tensor<T>,
 ) -> tile::Result<Tuned> {
-    let ([batch, m, k], [_, _, n]) = (dims("a", a.shape())?, dims("b", b.shape())?);
-    let from = format!("c[i] = a[i] @ b[i] with a: [B, M, K] = [{batch}, {m}, {k}]");
-    expect_shapes(
-        &from,
-        &[("b", b.shape(), &[batch, k, n]), ("c", c.shape(), &[batch, m, n])],
-    )?;
     batched_matmul::run(on, a, b, c)
 }
 
@@ -97,8 +76,8 @@ pub fn run_batched<T: Element, B: Backend>(
 /// the tuner chose on no shape.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    grid = cdiv(a.shape(0), BM) * cdiv(b.shape(1), BN),
-    key = [a.shape(0), a.shape(1), b.shape(1)],
+    grid = cdiv(M, BM) * cdiv(N, BN),
+    key = [M, K, N],
     configs = [
         (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
         (BM = 64, BN = 64, BK = 32),
@@ -112,10 +91,14 @@ pub fn run_batched<T: Element, B: Backend>(
         (BM = 128, BN = 256, BK = 32),
     ]
 )]
-pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T>, b: &Tensor<T>, c: &mut Tensor<T>) {
-    let [m, n] = group_tiles(block_id(0), cdiv(a.shape(0), BM), cdiv(b.shape(1), BN), 8 * BN / BM);
+pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(
+    a: &Tensor<T, { [M, K] }>,
+    b: &Tensor<T, { [K, N] }>,
+    c: &mut Tensor<T, { [M, N] }>,
+) {
+    let [m, n] = group_tiles(block_id(0), cdiv(M, BM), cdiv(N, BN), 8 * BN / BM);
     let mut acc = zeros([BM, BN]);
-    for k in 0..cdiv(a.shape(1), BK) {
+    for k in 0..cdiv(K, BK) {
         acc = mma(a.load([m, k], [BM, BK]), b.load([k, n], [BK, BN]), acc);
     }
     c.store([m, n], acc.cast::<T>());
@@ -126,8 +109,8 @@ pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T
 /// `b: [N]`, `y: [M, N]`. Built and tuned as [`matmul`] is.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    grid = cdiv(x.shape(0), BM) * cdiv(w.shape(0), BN),
-    key = [x.shape(0), x.shape(1), w.shape(0)],
+    grid = cdiv(M, BM) * cdiv(N, BN),
+    key = [M, K, N],
     configs = [
         (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
         (BM = 64, BN = 64, BK = 32),
@@ -142,15 +125,15 @@ pub fn matmul<T, const BM: usize, const BN: usize, const BK: usize>(a: &Tensor<T
     ]
 )]
 pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    b: &Tensor<T>,
-    y: &mut Tensor<T>,
+    x: &Tensor<T, { [M, K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    b: &Tensor<T, { [N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
     gelu: i32,
 ) {
-    let [m, n] = group_tiles(block_id(0), cdiv(x.shape(0), BM), cdiv(w.shape(0), BN), 8 * BN / BM);
+    let [m, n] = group_tiles(block_id(0), cdiv(M, BM), cdiv(N, BN), 8 * BN / BM);
     let mut acc = zeros([BM, BN]);
-    for k in 0..cdiv(x.shape(1), BK) {
+    for k in 0..cdiv(K, BK) {
         acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
     }
     let out = acc + b.load([n], [BN]).cast::<f32>();
@@ -165,8 +148,8 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
 /// connection after it. Shapes as [`linear`]; `residual: [M, N]`.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    grid = cdiv(x.shape(0), BM) * cdiv(w.shape(0), BN),
-    key = [x.shape(0), x.shape(1), w.shape(0)],
+    grid = cdiv(M, BM) * cdiv(N, BN),
+    key = [M, K, N],
     configs = [
         (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
         (BM = 64, BN = 64, BK = 32),
@@ -183,15 +166,15 @@ pub fn linear<T, const BM: usize, const BN: usize, const BK: usize>(
     ]
 )]
 pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
-    x: &Tensor<T>,
-    w: &Tensor<T>,
-    b: &Tensor<T>,
-    residual: &Tensor<T>,
-    y: &mut Tensor<T>,
+    x: &Tensor<T, { [M, K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    b: &Tensor<T, { [N] }>,
+    residual: &Tensor<T, { [M, N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
 ) {
-    let [m, n] = group_tiles(block_id(0), cdiv(x.shape(0), BM), cdiv(w.shape(0), BN), 8 * BN / BM);
+    let [m, n] = group_tiles(block_id(0), cdiv(M, BM), cdiv(N, BN), 8 * BN / BM);
     let mut acc = zeros([BM, BN]);
-    for k in 0..cdiv(x.shape(1), BK) {
+    for k in 0..cdiv(K, BK) {
         acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
     }
     let out = acc + b.load([n], [BN]).cast::<f32>() + residual.load([m, n], [BM, BN]).cast::<f32>();
@@ -202,8 +185,8 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 /// `c: [B, M, N]`. Grid: the output tiles of one product along x, the batch along y.
 #[tile::kernel(
     T = [f16, bf16, f32],
-    grid = (cdiv(a.shape(1), BM) * cdiv(b.shape(2), BN), a.shape(0)),
-    key = [a.shape(0), a.shape(1), a.shape(2), b.shape(2)],
+    grid = (cdiv(M, BM) * cdiv(N, BN), B),
+    key = [B, M, K, N],
     configs = [
         (T = [f16, bf16], BM = 64, BN = 64, BK = 64),
         (BM = 64, BN = 64, BK = 32),
@@ -220,16 +203,16 @@ pub fn linear_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     ]
 )]
 pub fn batched_matmul<T, const BM: usize, const BN: usize, const BK: usize>(
-    a: &Tensor<T>,
-    b: &Tensor<T>,
-    c: &mut Tensor<T>,
+    a: &Tensor<T, { [B, M, K] }>,
+    b: &Tensor<T, { [B, K, N] }>,
+    c: &mut Tensor<T, { [B, M, N] }>,
 ) {
     let batch = block_id(1);
-    let tiles_n = cdiv(b.shape(2), BN);
+    let tiles_n = cdiv(N, BN);
     let m = block_id(0) / tiles_n;
     let n = block_id(0) % tiles_n;
     let mut acc = zeros([BM, BN]);
-    for k in 0..cdiv(a.shape(2), BK) {
+    for k in 0..cdiv(K, BK) {
         let x = a.load([batch, m, k], [1, BM, BK]).reshape([BM, BK]);
         let y = b.load([batch, k, n], [1, BK, BN]).reshape([BK, BN]);
         acc = mma(x, y, acc);

@@ -2,9 +2,9 @@
 //! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
 //! computed in f32, LayerNorm's of the values less the row's first (a row
 //! with a large offset keeps its precision). [`run_layer_norm`] and
-//! [`run_rms_norm`] pick the tile width for the rows and check the shapes.
+//! [`run_rms_norm`] pick the tile width for the rows; the kernels' declared
+//! shapes are checked at launch.
 
-use crate::shapes::expect_shapes;
 use crate::softmax::{rows_cols, rows_per_block};
 use tile::Element;
 use tile::prelude::*;
@@ -12,15 +12,15 @@ use tile::prelude::*;
 /// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
 pub fn layer_norm<T, const BLOCK: usize>(
-    x: &Tensor<T>,
-    weight: &Tensor<T>,
-    bias: &Tensor<T>,
-    y: &mut Tensor<T>,
+    x: &Tensor<T, { [M, N] }>,
+    weight: &Tensor<T, { [N] }>,
+    bias: &Tensor<T, { [N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
     eps: f32,
 ) {
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
-    let n = x.shape(1) as f32;
+    let n = N as f32;
     // An f32 value or sum rounds at the scale of the row, which with a
     // large offset dwarfs its spread (the mean itself may not be an f32):
     // the statistics are taken of the values less the row's first, exact
@@ -30,7 +30,7 @@ pub fn layer_norm<T, const BLOCK: usize>(
     let first = x.load([r, 0], [rows, 1]).cast::<f32>();
     // Padding, taken as `first`, adds nothing to `mean`, and `mean²` per
     // padded column to the squares, taken back out.
-    let shifted = select(arange(BLOCK) < x.shape(1), t, first) - first;
+    let shifted = select(arange(BLOCK) < N, t, first) - first;
     let mean = shifted.sum(1) / n;
     let centered = shifted - mean;
     let squares = (centered * centered).sum(1) - (BLOCK as f32 - n) * mean * mean;
@@ -42,11 +42,16 @@ pub fn layer_norm<T, const BLOCK: usize>(
 
 /// RMSNorm: `y = x / sqrt(mean(x^2) + eps) * weight`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
-pub fn rms_norm<T, const BLOCK: usize>(x: &Tensor<T>, weight: &Tensor<T>, y: &mut Tensor<T>, eps: f32) {
+pub fn rms_norm<T, const BLOCK: usize>(
+    x: &Tensor<T, { [M, N] }>,
+    weight: &Tensor<T, { [N] }>,
+    y: &mut Tensor<T, { [M, N] }>,
+    eps: f32,
+) {
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
     let t = x.load([r, 0], [rows, BLOCK]).cast::<f32>();
-    let rstd = rsqrt((t * t).sum(1) / x.shape(1) as f32 + eps);
+    let rstd = rsqrt((t * t).sum(1) / N as f32 + eps);
     let w = weight.load([0], [BLOCK]).cast::<f32>();
     y.store([r, 0], (t * rstd * w).cast::<T>());
 }
@@ -57,15 +62,9 @@ fn block_for(cols: usize) -> usize {
     cols.next_power_of_two().max(256)
 }
 
-/// `(BLOCK, grid)` of a normalization of `x: [rows, cols]` whose `weight`
-/// (and `bias`) are `[cols]` and output `y` is `x`'s shape, the shapes
-/// checked.
-fn block_and_grid(x: &[usize], params: &[(&str, &[usize])], y: &[usize]) -> tile::Result<(usize, u32)> {
+/// `(BLOCK, grid)` of a normalization of `x: [rows, cols]`.
+fn block_and_grid(x: &[usize]) -> tile::Result<(usize, u32)> {
     let (rows, cols) = rows_cols(x)?;
-    let from = format!("a normalization of x: [rows, cols] = [{rows}, {cols}]");
-    let mut tensors: Vec<(&str, &[usize], &[usize])> = params.iter().map(|&(n, s)| (n, s, &x[1..])).collect();
-    tensors.push(("y", y, x));
-    expect_shapes(&from, &tensors)?;
     let block = block_for(cols);
     Ok((block, rows.div_ceil(rows_per_block(block)) as u32))
 }
@@ -80,8 +79,7 @@ pub fn run_layer_norm<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     eps: f32,
 ) -> tile::Result<()> {
-    let params = [("weight", weight.shape()), ("bias", bias.shape())];
-    let (block, grid) = block_and_grid(x.shape(), &params, y.shape())?;
+    let (block, grid) = block_and_grid(x.shape())?;
     layer_norm::launch_with(on, &[block], grid, x, weight, bias, y, eps)
 }
 
@@ -94,6 +92,6 @@ pub fn run_rms_norm<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     eps: f32,
 ) -> tile::Result<()> {
-    let (block, grid) = block_and_grid(x.shape(), &[("weight", weight.shape())], y.shape())?;
+    let (block, grid) = block_and_grid(x.shape())?;
     rms_norm::launch_with(on, &[block], grid, x, weight, y, eps)
 }

@@ -12,7 +12,7 @@ use tile::prelude::*;
 /// `y[r] = exp(x[r] - max x[r]) / sum exp(x[r] - max x[r])` for
 /// [`rows_per_block`]`(BLOCK)` rows per block.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [32, 128, 512, 1024, 2048, 4096, 8192])]
-pub fn softmax<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
+pub fn softmax<T, const BLOCK: usize>(x: &Tensor<T, { [M, N] }>, y: &mut Tensor<T, { [M, N] }>) {
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
     let t = x.load([r, 0], [rows, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
@@ -27,9 +27,9 @@ pub fn rows_per_block(block: usize) -> usize {
 
 /// The same for rows of any length, `BLOCK` columns at a time, one row per block.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 2048])]
-pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T>, y: &mut Tensor<T>) {
+pub fn softmax_online<T, const BLOCK: usize>(x: &Tensor<T, { [M, N] }>, y: &mut Tensor<T, { [M, N] }>) {
     let row = block_id(0);
-    let tiles = cdiv(x.shape(1), BLOCK);
+    let tiles = cdiv(N, BLOCK);
     let mut m = full([1, 1], f32::NEG_INFINITY);
     let mut l = zeros([1, 1]);
     for j in 0..tiles {

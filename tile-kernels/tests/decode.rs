@@ -358,8 +358,9 @@ fn decode_after_kv_write_matches_causal_prefill() {
     }
 }
 
+/// A shape error, a wrapper's or a kernel's declared shapes', whose text names `names`.
 fn is_shape_error<T>(r: tile::Result<T>, names: &str) -> bool {
-    matches!(r, Err(Error::Shape(m)) if m.contains(names))
+    matches!(&r, Err(e @ (Error::Shape(_) | Error::ShapeContract { .. })) if e.to_string().contains(names))
 }
 
 fn mismatched_shapes_are_typed_errors_and_launch_nothing() {

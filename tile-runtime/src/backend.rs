@@ -138,7 +138,7 @@ impl Backend for Stream {
         grid: Grid,
         args: &mut [Arg<'_, dyn TensorArg>],
     ) -> Result<()> {
-        check_args(kernel, types, grid, args)?;
+        check_args(kernel, types, consts, grid, args)?;
         if grid.is_empty() {
             return Ok(());
         }
@@ -203,7 +203,7 @@ impl Backend for Cpu {
         grid: Grid,
         args: &mut [HostArg<'_>],
     ) -> Result<()> {
-        check_args(kernel, types, grid, args)?;
+        check_args(kernel, types, consts, grid, args)?;
         if grid.is_empty() {
             return Ok(());
         }
@@ -211,19 +211,33 @@ impl Backend for Cpu {
     }
 }
 
-/// Checks a launch's arguments against `kernel`'s parameters, on either
-/// backend: the grid, then per parameter the kind of argument (tensor
-/// read or written, scalar type), a tensor's element type (`types` gives
-/// the type parameters') and rank, and that no written tensor reaches an
-/// element twice. `Error::Grid`, `Error::Rank`, or `Error::Argument` for
-/// the rest. A grid without blocks passes: its launch does nothing.
+/// Checks a launch's grid (`Error::Grid`; one without blocks passes: its
+/// launch does nothing) and its arguments ([`check_params`]), on either
+/// backend.
 fn check_args<O: TensorView + ?Sized>(
     kernel: &KernelSpec,
     types: &[DType],
+    consts: &[i64],
     grid: Grid,
     args: &[Arg<'_, O>],
 ) -> Result<()> {
     check_grid(kernel.name, grid)?;
+    check_params(kernel, types, consts, args)
+}
+
+/// Checks arguments against `kernel`'s parameters: per parameter the kind
+/// of argument (tensor read or written, scalar type), a tensor's element
+/// type (`types` gives the type parameters') and rank, and that no
+/// written tensor reaches an element twice, then the declared shapes
+/// (`consts` gives the const parameters' values; with none given, the
+/// dimensions declared with them are not checked). `Error::Rank`,
+/// `Error::ShapeContract`, or `Error::Argument` for the rest.
+pub(crate) fn check_params<O: TensorView + ?Sized>(
+    kernel: &KernelSpec,
+    types: &[DType],
+    consts: &[i64],
+    args: &[Arg<'_, O>],
+) -> Result<()> {
     if args.len() != kernel.params.len() {
         return Err(argument(
             kernel,
@@ -279,7 +293,7 @@ fn check_args<O: TensorView + ?Sized>(
             ));
         }
     }
-    Ok(())
+    crate::contract::check(kernel, consts, args)
 }
 
 /// The most blocks a grid may have along x, y and z.

@@ -296,6 +296,55 @@ pub fn reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, r: Reduction) -> Tile<T>
     Tile { shape, data }
 }
 
+/// The combining operation of a [`scan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Running sums, accumulated in f64.
+    Sum,
+    /// Running products, accumulated in f64.
+    Prod,
+    /// Running maxima; NaN loses, as in [`ops::max`].
+    Max,
+    /// Running minima; NaN loses, as in [`ops::min`].
+    Min,
+}
+
+/// The inclusive scan of `a` along `axis`: element `i` combines elements
+/// `0..=i` (`i..` where `reverse`). Sums and products accumulate in f64,
+/// each element rounded to `T` (integers wrap).
+pub fn scan<T: ops::Scalar>(a: &Tile<T>, axis: usize, op: Scan, reverse: bool) -> Tile<T> {
+    let mut data = a.data.clone();
+    let (stride, len) = (strides(&a.shape)[axis], a.shape[axis]);
+    lanes(&a.shape, axis, |base| {
+        let order: Vec<usize> = if reverse {
+            (0..len).rev().collect()
+        } else {
+            (0..len).collect()
+        };
+        let (mut acc, mut running) = (if op == Scan::Prod { 1.0 } else { 0.0 }, None);
+        for i in order {
+            let at = base + i * stride;
+            let x = a.data[at];
+            data[at] = match op {
+                Scan::Sum => {
+                    acc += x.to_f64();
+                    T::from_f64(acc)
+                }
+                Scan::Prod => {
+                    acc *= x.to_f64();
+                    T::from_f64(acc)
+                }
+                Scan::Max => *running.insert(running.map_or(x, |m| ops::max(m, x))),
+                Scan::Min => *running.insert(running.map_or(x, |m| ops::min(m, x))),
+            };
+        }
+    });
+    Tile {
+        shape: a.shape.clone(),
+        data,
+    }
+}
+
 /// Index of the largest (`max`) or smallest element along `axis`; ties go to
 /// the lowest index.
 pub fn arg_reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, max: bool) -> Tile<i32> {

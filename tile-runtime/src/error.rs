@@ -54,6 +54,24 @@ pub enum Error {
     },
     /// Data length, shape or strides that don't fit together.
     Shape(String),
+    /// A tensor whose size along a dimension breaks the shape its kernel
+    /// declares for it (`&Tensor<T, {[M, N]}>`).
+    ShapeContract {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// The tensor parameter.
+        param: &'static str,
+        /// The shape the kernel declares for it, as written: `[M, N]`.
+        declared: String,
+        /// The dimension at fault, counted from 0.
+        axis: usize,
+        /// Its size in the tensor passed.
+        found: usize,
+        /// The size the declaration asks for there.
+        expected: usize,
+        /// Where that size comes from: "`N` is `x`'s dimension 1", ...
+        because: String,
+    },
     /// A tensor whose elements can't be addressed with 32-bit offsets.
     TooLarge {
         /// The kernel launched.
@@ -140,6 +158,18 @@ impl fmt::Display for Error {
                 "{kernel}: tensor `{param}` has rank {found} but the kernel indexes it with {expected} coordinates"
             ),
             Error::Shape(msg) => f.write_str(msg),
+            Error::ShapeContract {
+                kernel,
+                param,
+                declared,
+                axis,
+                found,
+                expected,
+                because,
+            } => write!(
+                f,
+                "{kernel}: tensor `{param}` is declared {declared}, so its dimension {axis} must be {expected} ({because}), but it is {found}"
+            ),
             Error::TooLarge {
                 kernel,
                 param,

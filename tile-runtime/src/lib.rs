@@ -16,6 +16,7 @@
 mod arg;
 pub mod autotune;
 mod backend;
+mod contract;
 pub mod cpu;
 mod device;
 mod dtype;
@@ -41,7 +42,7 @@ pub use error::{Error, Result};
 pub use graph::Graph;
 pub use grid::Grid;
 pub use host::{HostTensor, contiguous_strides};
-pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, registered_kernels};
+pub use spec::{CpuVersion, KernelRef, KernelSpec, ParamSpec, ShapeDim, registered_kernels};
 pub use tensor::{Tensor, TensorArg};
 pub use tile_spec::{DType, Packed, Ptx, Size, SizeOp, Target, TensorMap, Tuning, Variant};
 pub use tuned::{Tuned, run_config, run_tuned};

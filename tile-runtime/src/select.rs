@@ -325,12 +325,14 @@ mod tests {
                 elem: "T",
                 rank: 2,
                 mutable: false,
+                shape: None,
             },
             ParamSpec::Tensor {
                 name: "b",
                 elem: "T",
                 rank: 2,
                 mutable: false,
+                shape: None,
             },
             ParamSpec::Scalar {
                 name: "alpha",
@@ -341,6 +343,7 @@ mod tests {
                 elem: "T",
                 rank: 2,
                 mutable: true,
+                shape: None,
             },
         ],
         types: &["T"],

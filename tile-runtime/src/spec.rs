@@ -18,6 +18,10 @@ pub enum ParamSpec {
         rank: usize,
         /// Whether the kernel writes it (`&mut Tensor<T>`).
         mutable: bool,
+        /// The shape it declares (`&Tensor<T, {[M, N]}>`), which a launch
+        /// checks ([`Error::ShapeContract`](crate::Error::ShapeContract));
+        /// `None` where it declares none.
+        shape: Option<&'static [ShapeDim]>,
     },
     /// A scalar passed by value (`f32`, `i32`, ..).
     Scalar {
@@ -25,6 +29,31 @@ pub enum ParamSpec {
         name: &'static str,
         /// The scalar's type.
         dtype: DType,
+    },
+}
+
+/// One dimension of a tensor parameter's declared shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShapeDim {
+    /// `_`: any size.
+    Any,
+    /// A literal size.
+    Fixed(usize),
+    /// `times` a const parameter's value (`D`, `3 * D`).
+    Const {
+        /// The parameter's index in [`KernelSpec::consts`].
+        index: usize,
+        /// The multiple: 1 where the name stands alone.
+        times: usize,
+    },
+    /// `times` a symbol's size (`C`, `3 * C`). Every dimension declared
+    /// with the symbol alone has one size: the first such in parameter
+    /// order gives it.
+    Symbol {
+        /// The symbol.
+        name: &'static str,
+        /// The multiple: 1 where the symbol stands alone.
+        times: usize,
     },
 }
 

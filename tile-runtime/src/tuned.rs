@@ -140,13 +140,16 @@ fn chosen() -> &'static Mutex<HashMap<Class, Tuned>> {
 
 /// Runs `kernel` (element types `types`) on `args` with the configuration
 /// its tuning picks for this problem class on `on`, and returns it. What a
-/// generated `run` calls.
+/// generated `run` calls. Arguments that are not what the kernel takes
+/// (ranks, element types, declared shapes) are an error before anything
+/// is tuned.
 pub fn run_tuned<B: Backend>(
     on: &B,
     kernel: &'static KernelSpec,
     types: &[DType],
     args: &mut [Arg<'_, B::Operand>],
 ) -> Result<Tuned> {
+    crate::backend::check_params(kernel, types, &[], args)?;
     let tuning = kernel.tuning.as_ref().expect("`run` is generated for tuned kernels");
     let mut classes = Vec::new();
     for s in tuning.key.iter() {

@@ -215,6 +215,23 @@ impl Checker<'_> {
                 count(index.len(), "coordinate")
             );
         }
+        if let ast::ParamKind::Tensor { shape: Some(dims), .. } = &p.kind {
+            for (axis, (d, &extent)) in dims.iter().zip(shape).enumerate() {
+                let size = match d {
+                    ast::Dim::Fixed(n) => Some(*n),
+                    ast::Dim::Name(n) => self.const_value(n),
+                    ast::Dim::Multiple(k, n) => self.const_value(n).map(|v| k * v),
+                    ast::Dim::Any => None,
+                };
+                if let Some(size) = size.filter(|&n| extent > n) {
+                    bail!(
+                        args[1].span(),
+                        "this tile is {extent} along axis {axis}, and `{}` is declared {size} there: all but {size} of them would fall outside it. A reduction's `[R, 1]` is a column; for a row, `.reshape([1, R])`",
+                        p.name
+                    );
+                }
+            }
+        }
         self.push(
             OpKind::Store {
                 tensor: t,

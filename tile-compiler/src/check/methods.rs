@@ -114,6 +114,44 @@ impl Checker<'_> {
                     span,
                 )))
             }
+            "cumsum" | "cumprod" | "cummax" | "cummin" | "cumsum_rev" | "cumprod_rev" | "cummax_rev" | "cummin_rev" => {
+                Self::arg_count(args, 1, &name, &format!("t.{name}(axis)"), span)?;
+                let id = self.concrete(rv, None, recv.span())?;
+                let ty = self.ty(id).clone();
+                let Some(shape) = ty.shape.clone() else {
+                    bail!(span, "`.{name}(axis)` scans a tile, but this is a {ty} scalar");
+                };
+                let axis = self.axis(&args[0], shape.len())?;
+                let (base, reverse) = match name.strip_suffix("_rev") {
+                    Some(base) => (base, true),
+                    None => (name.as_str(), false),
+                };
+                let op = match base {
+                    "cumsum" => ScanOp::Sum,
+                    "cumprod" => ScanOp::Prod,
+                    "cummax" => ScanOp::Max,
+                    _ => ScanOp::Min,
+                };
+                if ty.dtype == DType::Bool {
+                    bail!(span, "scans take numbers, not bools: cast first");
+                }
+                if op == ScanOp::Prod && !ty.dtype.is_float() {
+                    bail!(
+                        span,
+                        "`cumprod` takes floats: integer products overflow after a few steps; cast to f32 first"
+                    );
+                }
+                Ok(Val::Value(self.push(
+                    OpKind::Scan {
+                        op,
+                        arg: id,
+                        axis,
+                        reverse,
+                    },
+                    Some(ty),
+                    span,
+                )))
+            }
             "cast" => {
                 let Some(to) = self.generic_dtype(generics, "cast", span)? else {
                     bail!(span, "name the target type: `.cast::<f32>()`");
@@ -212,7 +250,7 @@ impl Checker<'_> {
             ),
             _ => bail!(
                 method.span(),
-                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cast, reshape, expand_dims, broadcast_to, transpose and permute"
+                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), cast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
     }

@@ -42,6 +42,7 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
         };
         cx.bind(&p.name.to_string(), val, false);
     }
+    cx.declared_shapes()?;
     cx.scopes.push(HashMap::new());
     cx.stmts(&kernel.body)?;
 
@@ -60,7 +61,7 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
     let mut params = Vec::new();
     for (i, p) in kernel.params.iter().enumerate() {
         params.push(match &p.kind {
-            ast::ParamKind::Tensor { elem, mutable } => {
+            ast::ParamKind::Tensor { elem, mutable, .. } => {
                 let (dtype, mutable) = (cx.elem(elem), *mutable);
                 let Some(rank) = cx.ranks[i] else {
                     bail!(
@@ -226,7 +227,7 @@ impl<'k> Checker<'k> {
     pub(super) fn tensor_param(&self, i: usize) -> (&'k ast::Param, DType, bool) {
         let p = &self.kernel.params[i];
         match &p.kind {
-            ast::ParamKind::Tensor { elem, mutable } => (p, self.elem(elem), *mutable),
+            ast::ParamKind::Tensor { elem, mutable, .. } => (p, self.elem(elem), *mutable),
             ast::ParamKind::Scalar(_) => unreachable!("tensor index names a scalar"),
         }
     }
@@ -254,14 +255,55 @@ impl<'k> Checker<'k> {
         match self.ranks[t] {
             None => self.ranks[t] = Some(rank),
             Some(r) if r != rank => {
-                let name = &self.kernel.params[t].name;
+                let p = &self.kernel.params[t];
+                let name = &p.name;
+                let plural = if r == 1 { "" } else { "s" };
+                if let ast::ParamKind::Tensor { shape: Some(_), .. } = p.kind {
+                    bail!(
+                        span,
+                        "tensor `{name}` is declared with {r} dimension{plural} but used here with {rank}: index it with {r} coordinate{plural}, or declare its shape with {rank}"
+                    )
+                }
                 bail!(
                     span,
-                    "tensor `{name}` is used here with rank {rank} but elsewhere with rank {r}: a tensor has one rank; index it with {r} coordinate{}",
-                    if r == 1 { "" } else { "s" }
+                    "tensor `{name}` is used here with rank {rank} but elsewhere with rank {r}: a tensor has one rank; index it with {r} coordinate{plural}"
                 )
             }
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// The value of `name` if it is a const parameter (in this specialization).
+    pub(super) fn const_value(&self, name: &proc_macro2::Ident) -> Option<usize> {
+        match self.scopes[0].get(&name.to_string())?.val {
+            Val::Weak(Weak::Int(v)) => usize::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    /// The tensors' declared shapes (`&Tensor<T, {[M, N]}>`): each fixes
+    /// its tensor's rank, and each symbol that names nothing else (a const
+    /// parameter) is bound to the size of the first dimension declared
+    /// with it (a launch checks that the others agree).
+    fn declared_shapes(&mut self) -> Result<()> {
+        for (t, p) in self.kernel.params.iter().enumerate() {
+            let ast::ParamKind::Tensor { shape: Some(dims), .. } = &p.kind else {
+                continue;
+            };
+            self.use_rank(t, dims.len(), p.name.span())?;
+            for (axis, d) in dims.iter().enumerate() {
+                let ast::Dim::Name(n) = d else { continue };
+                let name = n.to_string();
+                if self.lookup(&name).is_none() {
+                    let dim = self.push(
+                        OpKind::TensorDim { tensor: t, axis },
+                        Some(Ty::scalar(DType::I32)),
+                        n.span(),
+                    );
+                    self.bind(&name, Val::Value(dim), false);
+                }
+            }
         }
         Ok(())
     }

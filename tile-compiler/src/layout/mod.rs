@@ -74,6 +74,22 @@ impl Layout {
         }
     }
 
+    /// The same with the warp bits of `axis` moved into the registers:
+    /// every warp holds whole lines along `axis` (warps that split it
+    /// before now hold copies), so a scan along it stays within warps.
+    pub fn within_warps(&self, axis: usize) -> Layout {
+        let mut l = self.clone();
+        for w in l.warp.iter_mut() {
+            if let Some(bit) = *w
+                && bit.0 == axis
+            {
+                l.reg.push(bit);
+                *w = None;
+            }
+        }
+        l
+    }
+
     /// The accumulator layout of an `[m, n]` `mma` tile: the C fragment of
     /// `mma.sync.m16n8` repeated over each warp's tile, warps as [`mma_warps`].
     pub fn mma_acc(m: usize, n: usize, num_warps: u32, split: WarpSplit) -> Layout {

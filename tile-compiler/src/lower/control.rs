@@ -90,6 +90,12 @@ impl Lower<'_> {
                 self.regs_of(*a).iter().map(|x| self.cast(from, to, x)).collect()
             }
             OpKind::Reduce { op: rop, arg, axis } => self.reduce(*rop, *arg, *axis, r.expect("result")),
+            OpKind::Scan {
+                op: sop,
+                arg,
+                axis,
+                reverse,
+            } => self.scan(*sop, *arg, *axis, *reverse),
             OpKind::Reshape(a) | OpKind::Permute { arg: a, .. } => self.regs_of(*a),
             OpKind::Broadcast(a) => self.broadcast(*a, r.expect("result")),
             OpKind::Mma { a, b, acc } => match self.path {

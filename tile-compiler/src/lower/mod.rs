@@ -20,6 +20,7 @@ mod memory;
 mod persistent;
 mod pipeline;
 mod reduce;
+mod scan;
 mod specialize;
 mod state;
 mod tensor_core;

@@ -219,13 +219,15 @@ pub(super) fn resolve_config((span, pairs): &RawConfig, types: &[TypeParam], con
     Ok(config)
 }
 
-const HOST: &str = "the tuning's `grid` and `key` are sizes the host computes: integers, const parameters, integer scalar parameters, `t.shape(d)`, `cdiv(a, b)`, `max(a, b)`, `min(a, b)` and `+ - * /`";
+const HOST: &str = "the tuning's `grid` and `key` are sizes the host computes: integers, const parameters, integer scalar parameters, `t.shape(d)`, declared shape symbols, `cdiv(a, b)`, `max(a, b)`, `min(a, b)` and `+ - * /`";
 
 /// What a `grid = ..` or `key = [..]` expression may read.
 pub(super) struct HostNames<'a> {
-    /// The const parameters, by index (`None`: the key, which names the
-    /// problem, not a configuration).
-    pub(super) consts: Option<&'a [Ident]>,
+    /// The const parameters, by index.
+    pub(super) consts: &'a [Ident],
+    /// Whether this is the key, which names the problem, not a
+    /// configuration: no const parameters.
+    pub(super) key: bool,
     pub(super) params: &'a [Param],
 }
 
@@ -253,16 +255,19 @@ pub(super) fn host_size(
             let Some(name) = p.path.get_ident() else {
                 bail!(e.span(), "{HOST}");
             };
-            if let Some(consts) = names.consts {
-                if let Some(i) = consts.iter().position(|c| c == name) {
-                    out.push(SizeOp::Const(i));
-                    return Ok(());
+            if let Some(i) = names.consts.iter().position(|c| c == name) {
+                if names.key {
+                    bail!(
+                        e.span(),
+                        "the tuning key names sizes of the problem (`t.shape(d)`, shape symbols, integer scalars), not of a configuration: `{name}` is what the tuner chooses"
+                    );
                 }
-            } else if names.params.iter().all(|q| q.name != *name) {
-                bail!(
-                    e.span(),
-                    "the tuning key names sizes of the problem (`t.shape(d)`, integer scalars), not of a configuration: `{name}` is what the tuner chooses"
-                );
+                out.push(SizeOp::Const(i));
+                return Ok(());
+            }
+            if let Some((param, axis)) = shape_symbol(names.params, name) {
+                out.push(SizeOp::Dim { param, axis });
+                return Ok(());
             }
             match names.params.iter().position(|q| q.name == *name) {
                 Some(i) if matches!(names.params[i].kind, ParamKind::Scalar(DType::I32 | DType::U32)) => {
