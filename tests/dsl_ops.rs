@@ -1168,6 +1168,157 @@ fn line_case<T: Num>(s: &Option<Stream>, xs: &[f64], tol: f64) {
     }
 }
 
+// ---- sorts ------------------------------------------------------------------------
+
+/// Each row of `x` in `[R, C]` tiles sorted ascending and descending, with
+/// the positions of the descending order. The padding (zeros) sorts among
+/// the values; the first `N` are stored.
+#[tile::kernel(T = [f32, i32, bf16], R = [2], C = [64])]
+fn row_sorts<T, const R: usize, const C: usize>(
+    x: &Tensor<T, { [M, N] }>,
+    up: &mut Tensor<T, { [M, N] }>,
+    down: &mut Tensor<T, { [M, N] }>,
+    order: &mut Tensor<i32, { [M, N] }>,
+) {
+    let i = block_id(0);
+    let t = x.load([i, 0], [R, C]);
+    up.store([i, 0], t.sort(1));
+    down.store([i, 0], t.sort_desc(1));
+    order.store([i, 0], t.argsort_desc(1));
+}
+
+/// One `[B]` tile per block sorted over four warps (which hold copies of
+/// it), and its columns seen as `[B / 8, 8]` sorted: a sort along axis 0.
+#[tile::kernel(B = [1024], num_warps = 4)]
+fn line_sorts<const B: usize>(
+    x: &Tensor<f32, { [N] }>,
+    sorted: &mut Tensor<f32, { [N] }>,
+    columns: &mut Tensor<i32, { [N] }>,
+) {
+    let i = block_id(0);
+    let t = x.load([i], [B]);
+    sorted.store([i], t.sort(0));
+    columns.store([i], t.reshape([B / 8, 8]).argsort(0).reshape([B]));
+}
+
+/// `len` elements `stride` apart from each of `starts`, ordered: their
+/// positions in sorted order (NaN the largest, ties in position order).
+fn argsort_ref(x: &[f64], starts: &[usize], (len, stride): (usize, usize), descending: bool) -> Vec<Vec<usize>> {
+    starts
+        .iter()
+        .map(|&s| {
+            let key = |i: usize| {
+                let v = x[s + i * stride];
+                (v.is_nan(), if v.is_nan() { 0.0 } else { v })
+            };
+            let mut order: Vec<usize> = (0..len).collect();
+            order.sort_by(|&i, &j| {
+                let o = key(i).partial_cmp(&key(j)).unwrap();
+                if descending { o.reverse() } else { o }
+            });
+            order
+        })
+        .collect()
+}
+
+fn sorts_order_rows_with_ties_and_nan(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(47);
+    for (m, n) in [(5, 37), (3, 1), (4, 64)] {
+        // Few distinct values: many ties.
+        let mut xs: Vec<f64> = (0..m * n).map(|_| rng.below(9) as f64 - 4.0).collect();
+        xs[n / 2] = f64::NAN;
+        sorts_case::<f32>(&s, &xs, (m, n));
+        let ints: Vec<f64> = xs.iter().map(|v| if v.is_nan() { 7.0 } else { *v }).collect();
+        sorts_case::<i32>(&s, &ints, (m, n));
+        sorts_case::<bf16>(&s, &xs, (m, n));
+    }
+
+    let n = 2100;
+    let xs: Vec<f64> = (0..n).map(|_| rng.below(50) as f64).collect();
+    let x = host::<f32>(&xs, &[n]);
+    let (mut sorted, mut columns) = (HostTensor::<f32>::zeros(&[n]), HostTensor::<i32>::zeros(&[n]));
+    let grid = cdiv(n, 1024);
+    line_sorts::launch::<1024, _>(&Cpu, grid, &x, &mut sorted, &mut columns).unwrap();
+    for (t, tile) in (0..n).step_by(1024).enumerate() {
+        // Padding (0) sorts among the values: the stored prefix of a sorted
+        // padded tile.
+        let mut padded: Vec<f64> = xs[tile..(tile + 1024).min(n)].to_vec();
+        padded.resize(1024, 0.0);
+        let mut want = padded.clone();
+        want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let len = (n - tile).min(1024);
+        assert_eq!(&as_f64(&sorted)[tile..tile + len], &want[..len], "tile {t} sorted");
+        let starts: Vec<usize> = (0..8).collect();
+        let orders = argsort_ref(&padded, &starts, (128, 8), false);
+        let got = columns.to_vec();
+        for (c, order) in orders.iter().enumerate() {
+            for (k, &i) in order.iter().enumerate() {
+                let at = tile + k * 8 + c;
+                if at < n {
+                    assert_eq!(got[at], i as i32, "tile {t} column {c} rank {k}");
+                }
+            }
+        }
+    }
+    if let Some(s) = &s {
+        let (mut sd, mut cd) = (s.zeros::<f32>(&[n]).unwrap(), s.zeros::<i32>(&[n]).unwrap());
+        line_sorts::launch::<1024, _>(s, grid, &s.upload(&x).unwrap(), &mut sd, &mut cd).unwrap();
+        same(s, "line sort", &sd, &sorted, 0.0);
+        same(s, "column argsort", &cd, &columns, 0.0);
+    }
+}
+
+/// [`row_sorts`] of `xs` (`[m, n]`) on the CPU against f64 orders, then
+/// the GPU against the CPU, exactly.
+fn sorts_case<T: Num>(s: &Option<Stream>, xs: &[f64], (m, n): (usize, usize)) {
+    let x = host::<T>(xs, &[m, n]);
+    let xv = as_f64(&x);
+    let out = || HostTensor::<T>::full(&[m, n], T::of(0.5));
+    let (mut up, mut down, mut order) = (out(), out(), HostTensor::<i32>::full(&[m, n], -1));
+    let grid = cdiv(m, 2);
+    row_sorts::launch::<T, 2, 64, _>(&Cpu, grid, &x, &mut up, &mut down, &mut order).unwrap();
+    let what = format!("{} rows [{m}, {n}]", T::DTYPE);
+    // Ascending, padding (0) included: the first N of the padded row sorted.
+    let mut padded = Vec::new();
+    for r in 0..m {
+        padded.extend_from_slice(&xv[r * n..r * n + n]);
+        padded.resize((r + 1) * 64, 0.0);
+    }
+    let rows64: Vec<usize> = (0..m).map(|r| r * 64).collect();
+    let ups = argsort_ref(&padded, &rows64, (64, 1), false);
+    let downs = argsort_ref(&padded, &rows64, (64, 1), true);
+    let (gu, gd, go) = (as_f64(&up), as_f64(&down), order.to_vec());
+    for r in 0..m {
+        for k in 0..n {
+            let same_value = |got: f64, want: f64| got == want || (got.is_nan() && want.is_nan());
+            let want_up = padded[r * 64 + ups[r][k]];
+            assert!(same_value(gu[r * n + k], want_up), "{what}: sort row {r} rank {k}");
+            let i = downs[r][k];
+            assert!(
+                same_value(gd[r * n + k], padded[r * 64 + i]),
+                "{what}: sort_desc row {r} rank {k}"
+            );
+            assert_eq!(go[r * n + k], i as i32, "{what}: argsort_desc row {r} rank {k}");
+        }
+    }
+    if let Some(s) = s {
+        let xd = s.upload(&x).unwrap();
+        let (mut ud, mut dd, mut od) = (
+            s.upload(&out()).unwrap(),
+            s.upload(&out()).unwrap(),
+            s.upload(&HostTensor::<i32>::full(&[m, n], -1)).unwrap(),
+        );
+        row_sorts::launch::<T, 2, 64, _>(s, grid, &xd, &mut ud, &mut dd, &mut od).unwrap();
+        for (name, got, want) in [("sort", &ud, &up), ("sort_desc", &dd, &down)] {
+            let (g, w) = (as_f64(&s.download(got).unwrap()), as_f64(want));
+            let equal = g.iter().zip(&w).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+            assert!(equal, "{what}: GPU {name} differs from the CPU backend");
+        }
+        same(s, &format!("{what}: argsort_desc"), &od, &order, 0.0);
+    }
+}
+
 fn main() -> ExitCode {
     harness::run(
         [
@@ -1214,6 +1365,7 @@ fn main() -> ExitCode {
                 declared_shapes_are_checked_at_launch,
             ),
             Test::cpu_then_gpu("scans_match_f64_on_ragged_rows", scans_match_f64_on_ragged_rows),
+            Test::cpu_then_gpu("sorts_order_rows_with_ties_and_nan", sorts_order_rows_with_ties_and_nan),
         ]
         .into_iter()
         .flatten(),

@@ -244,6 +244,19 @@ impl Cx<'_> {
                 };
                 quote!(#cpu::scan(&#a_, #axis, #cpu::Scan::#sop, #reverse))
             }
+            OpKind::Sort {
+                arg,
+                axis,
+                descending,
+                indices,
+            } => {
+                let a_ = v(*arg);
+                if *indices {
+                    quote!(#cpu::argsort(&#a_, #axis, #descending))
+                } else {
+                    quote!(#cpu::sort(&#a_, #axis, #descending))
+                }
+            }
             OpKind::Reshape(a) => {
                 let shape = usizes(func.values[r.expect("result")].shape.as_ref().expect("tile"));
                 let a_ = v(*a);

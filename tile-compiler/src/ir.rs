@@ -190,6 +190,15 @@ pub enum OpKind {
         axis: usize,
         reverse: bool,
     },
+    /// Sorts along `axis`, ascending or `descending`: the values, or with
+    /// `indices` their positions along the axis (i32). Ties keep the lower
+    /// position first; NaN sorts as the largest value.
+    Sort {
+        arg: ValueId,
+        axis: usize,
+        descending: bool,
+        indices: bool,
+    },
     /// Same elements in row-major order, another shape.
     Reshape(ValueId),
     /// Size-1 dimensions repeated to the result's shape (same rank).
@@ -236,7 +245,7 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => vec![],
             Get { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
-            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } => vec![*arg],
+            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
             Store { index, value, .. } | Scatter { index, value, .. } => {
                 index.iter().copied().chain([*value]).collect()
@@ -269,7 +278,7 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => {}
             Get { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
-            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } => *arg = f(*arg),
+            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => *arg = f(*arg),
             Load { index, pad, .. } | Gather { index, pad, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);

@@ -48,7 +48,7 @@ impl WarpSplit {
             }
         }
         let rows_matter = ops.iter().any(|op| match &op.kind {
-            OpKind::Reduce { arg, axis, .. } | OpKind::Scan { arg, axis, .. } => {
+            OpKind::Reduce { arg, axis, .. } | OpKind::Scan { arg, axis, .. } | OpKind::Sort { arg, axis, .. } => {
                 derived.contains(arg) && func.values[*arg].shape.as_ref().is_some_and(|s| *axis + 1 == s.len())
             }
             OpKind::Mma { a, .. } => derived.contains(a),
@@ -144,7 +144,9 @@ fn default_warps(func: &ir::Func) -> u32 {
     let rows = ir::all_ops(&func.body)
         .iter()
         .filter_map(|op| match &op.kind {
-            ir::OpKind::Reduce { arg, axis, .. } | ir::OpKind::Scan { arg, axis, .. } => {
+            ir::OpKind::Reduce { arg, axis, .. }
+            | ir::OpKind::Scan { arg, axis, .. }
+            | ir::OpKind::Sort { arg, axis, .. } => {
                 let shape = func.values[*arg].shape.as_ref()?;
                 (*axis == shape.len() - 1).then(|| shape[..*axis].iter().product::<usize>())
             }

@@ -345,6 +345,51 @@ pub fn scan<T: ops::Scalar>(a: &Tile<T>, axis: usize, op: Scan, reverse: bool) -
     }
 }
 
+/// The positions along `axis` of each line of `a` in sorted order:
+/// ascending, or `descending`; NaN is the largest value, and equal values
+/// keep their order (the lower position first).
+pub fn argsort<T: ops::Scalar>(a: &Tile<T>, axis: usize, descending: bool) -> Tile<i32> {
+    let mut data = vec![0; a.data.len()];
+    let (stride, len) = (strides(&a.shape)[axis], a.shape[axis]);
+    lanes(&a.shape, axis, |base| {
+        let key = |i: usize| {
+            let v = a.data[base + i * stride].to_f64();
+            // NaN above every number, as the GPU compares.
+            if v.is_nan() { f64::INFINITY } else { v }
+        };
+        let rank = |i: usize| (a.data[base + i * stride].to_f64().is_nan(), key(i));
+        let mut order: Vec<usize> = (0..len).collect();
+        order.sort_by(|&i, &j| {
+            let (x, y) = (rank(i), rank(j));
+            let by_value = x.0.cmp(&y.0).then(x.1.partial_cmp(&y.1).expect("no NaN keys"));
+            if descending { by_value.reverse() } else { by_value }
+        });
+        for (k, i) in order.into_iter().enumerate() {
+            data[base + k * stride] = i as i32;
+        }
+    });
+    Tile {
+        shape: a.shape.clone(),
+        data,
+    }
+}
+
+/// Each line of `a` along `axis` sorted, as [`argsort`] orders it.
+pub fn sort<T: ops::Scalar>(a: &Tile<T>, axis: usize, descending: bool) -> Tile<T> {
+    let order = argsort(a, axis, descending);
+    let (stride, len) = (strides(&a.shape)[axis], a.shape[axis]);
+    let mut data = a.data.clone();
+    lanes(&a.shape, axis, |base| {
+        for k in 0..len {
+            data[base + k * stride] = a.data[base + order.data[base + k * stride] as usize * stride];
+        }
+    });
+    Tile {
+        shape: a.shape.clone(),
+        data,
+    }
+}
+
 /// Index of the largest (`max`) or smallest element along `axis`; ties go to
 /// the lowest index.
 pub fn arg_reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, max: bool) -> Tile<i32> {

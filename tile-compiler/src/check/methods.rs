@@ -152,6 +152,30 @@ impl Checker<'_> {
                     span,
                 )))
             }
+            "sort" | "sort_desc" | "argsort" | "argsort_desc" => {
+                Self::arg_count(args, 1, &name, &format!("t.{name}(axis)"), span)?;
+                let id = self.concrete(rv, None, recv.span())?;
+                let ty = self.ty(id).clone();
+                let Some(shape) = ty.shape.clone() else {
+                    bail!(span, "`.{name}(axis)` sorts a tile, but this is a {ty} scalar");
+                };
+                let axis = self.axis(&args[0], shape.len())?;
+                if ty.dtype == DType::Bool {
+                    bail!(span, "sorts take numbers, not bools: cast first");
+                }
+                let indices = name.starts_with("arg");
+                let rty = if indices { Ty::tile(DType::I32, shape) } else { ty };
+                Ok(Val::Value(self.push(
+                    OpKind::Sort {
+                        arg: id,
+                        axis,
+                        descending: name.ends_with("_desc"),
+                        indices,
+                    },
+                    Some(rty),
+                    span,
+                )))
+            }
             "cast" => {
                 let Some(to) = self.generic_dtype(generics, "cast", span)? else {
                     bail!(span, "name the target type: `.cast::<f32>()`");
@@ -250,7 +274,7 @@ impl Checker<'_> {
             ),
             _ => bail!(
                 method.span(),
-                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), cast, reshape, expand_dims, broadcast_to, transpose and permute"
+                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), cast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
     }

@@ -358,9 +358,9 @@ impl Pass<'_> {
                 to[*axis] = 1;
                 self.layouts.insert(result.expect("result"), l.project(&to));
             }
-            OpKind::Scan { arg, axis, .. } => {
-                // A scan exchanges along its axis within a warp; warps
-                // that would split the axis hold copies of it instead.
+            OpKind::Scan { arg, axis, .. } | OpKind::Sort { arg, axis, .. } => {
+                // Scans and sorts exchange along their axis within a warp;
+                // warps that would split the axis hold copies of it instead.
                 let l = self.natural(*arg).within_warps(*axis);
                 *arg = self.materialize(*arg, &l, out, span);
                 self.layouts.insert(result.expect("result"), l);

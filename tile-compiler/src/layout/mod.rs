@@ -76,7 +76,8 @@ impl Layout {
 
     /// The same with the warp bits of `axis` moved into the registers:
     /// every warp holds whole lines along `axis` (warps that split it
-    /// before now hold copies), so a scan along it stays within warps.
+    /// before now hold copies), so a scan or sort along it stays within
+    /// warps.
     pub fn within_warps(&self, axis: usize) -> Layout {
         let mut l = self.clone();
         for w in l.warp.iter_mut() {

@@ -96,6 +96,12 @@ impl Lower<'_> {
                 axis,
                 reverse,
             } => self.scan(*sop, *arg, *axis, *reverse),
+            OpKind::Sort {
+                arg,
+                axis,
+                descending,
+                indices,
+            } => self.sort(*arg, *axis, *descending, *indices),
             OpKind::Reshape(a) | OpKind::Permute { arg: a, .. } => self.regs_of(*a),
             OpKind::Broadcast(a) => self.broadcast(*a, r.expect("result")),
             OpKind::Mma { a, b, acc } => match self.path {

@@ -198,6 +198,32 @@ impl<'a> Lower<'a> {
         r
     }
 
+    /// The registers of `v`, converted to `to`.
+    pub(super) fn regs_as(&mut self, v: ValueId, to: DType) -> Vec<String> {
+        let from = self.dtype(v);
+        let regs = self.regs_of(v);
+        if from == to {
+            return regs;
+        }
+        regs.iter().map(|r| self.cast(from, to, r)).collect()
+    }
+
+    /// Each register's coordinate along `axis` in layout `l` (i32).
+    pub(super) fn axis_positions(&mut self, l: &Layout, axis: usize) -> Vec<String> {
+        let coords = self.coords(l);
+        (0..l.num_regs())
+            .map(|r| {
+                let k = l.reg_coord(r)[axis];
+                let d = self.reg(RegClass::B32);
+                match &coords[axis] {
+                    Some(c) => self.emit(format!("add.s32 {d}, {c}, {k};")),
+                    None => self.emit(format!("mov.b32 {d}, {k};")),
+                }
+                d
+            })
+            .collect()
+    }
+
     /// The coordinates of this thread's first element in layout `l`, per dimension.
     pub(super) fn coords(&mut self, l: &Layout) -> Coords {
         let key = (l.lane.clone(), l.warp.clone(), l.shape.len());

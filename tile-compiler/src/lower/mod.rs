@@ -21,6 +21,7 @@ mod persistent;
 mod pipeline;
 mod reduce;
 mod scan;
+mod sort;
 mod specialize;
 mod state;
 mod tensor_core;

@@ -49,30 +49,9 @@ impl Lower<'_> {
         } else {
             in_dtype
         };
-        let src: Vec<String> = self
-            .regs_of(arg)
-            .iter()
-            .map(|r| {
-                if in_dtype == acc_dtype {
-                    r.clone()
-                } else {
-                    self.cast(in_dtype, acc_dtype, r)
-                }
-            })
-            .collect();
+        let src = self.regs_as(arg, acc_dtype);
         let idx: Vec<String> = if is_arg {
-            let coords = self.coords(la);
-            (0..la.num_regs())
-                .map(|r| {
-                    let k = la.reg_coord(r)[axis];
-                    let d = self.reg(RegClass::B32);
-                    match &coords[axis] {
-                        Some(c) => self.emit(format!("add.s32 {d}, {c}, {k};")),
-                        None => self.emit(format!("mov.b32 {d}, {k};")),
-                    }
-                    d
-                })
-                .collect()
+            self.axis_positions(la, axis)
         } else {
             Vec::new()
         };

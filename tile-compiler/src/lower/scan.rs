@@ -22,15 +22,7 @@ impl Lower<'_> {
             ScanOp::Max => BinaryOp::Max,
             ScanOp::Min => BinaryOp::Min,
         };
-        let mut prefix: Vec<String> = (self.regs_of(arg).iter())
-            .map(|r| {
-                if dtype == acc {
-                    r.clone()
-                } else {
-                    self.cast(dtype, acc, r)
-                }
-            })
-            .collect();
+        let mut prefix = self.regs_as(arg, acc);
         let mut total = prefix.clone();
         for b in 0..la.shape[axis].trailing_zeros() {
             let bit = (axis, b);
