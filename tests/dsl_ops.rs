@@ -1319,6 +1319,115 @@ fn sorts_case<T: Num>(s: &Option<Stream>, xs: &[f64], (m, n): (usize, usize)) {
     }
 }
 
+// ---- atomics ------------------------------------------------------------------------
+
+/// A histogram of `x`, one `[T]` tile per block: per bin the count and the
+/// sum of `w` (values outside `0..BINS` are dropped, as a scatter drops
+/// them), and the largest and smallest value in `extremes`.
+#[tile::kernel(T = [256])]
+fn histogram<const T: usize>(
+    x: &Tensor<i32, { [N] }>,
+    w: &Tensor<f32, { [N] }>,
+    counts: &mut Tensor<u32, { [BINS] }>,
+    sums: &mut Tensor<f32, { [BINS] }>,
+    extremes: &mut Tensor<i32, { [2] }>,
+) {
+    let i = block_id(0);
+    let v = x.load([i], [T]).pad(-1);
+    counts.atomic_add([v], full([T], 1u32));
+    sums.atomic_add([v], w.load([i], [T]));
+    let inside = i * T + arange(T) < N;
+    extremes.atomic_max([full([T], 0)], select(inside, v, -2147483648));
+    extremes.atomic_min([full([T], 1)], select(inside, v, 2147483647));
+}
+
+/// `sums[x[e]] += w[e]` in a 16-bit float type.
+#[tile::kernel(T = [f16, bf16], B = [256])]
+fn scatter_add<T, const B: usize>(x: &Tensor<i32, { [N] }>, w: &Tensor<T, { [N] }>, sums: &mut Tensor<T, { [BINS] }>) {
+    let i = block_id(0);
+    sums.atomic_add([x.load([i], [B]).pad(-1)], w.load([i], [B]));
+}
+
+fn half_scatter_add<T: Num>(s: &Option<Stream>, rng: &mut Rng) {
+    let (n, bins) = (300, 37);
+    let xs: Vec<i32> = (0..n).map(|_| rng.below(bins) as i32).collect();
+    let w = host::<T>(&rng.normals(n, 1.0), &[n]);
+    let mut want = vec![0.0f64; bins];
+    for (v, wv) in xs.iter().zip(as_f64(&w)) {
+        want[*v as usize] += wv;
+    }
+    let x = HostTensor::from_vec(xs, &[n]).unwrap();
+    let mut sums = HostTensor::<T>::zeros(&[bins]);
+    let grid = cdiv(n, 256);
+    scatter_add::launch::<T, 256, _>(&Cpu, grid, &x, &w, &mut sums).unwrap();
+    // Each add rounds to the 16-bit type.
+    let what = format!("{} scatter-add", T::DTYPE);
+    assert_close(&what, &as_f64(&sums), &want, 4.0 * T::TOL);
+    if let Some(s) = s {
+        let mut sd = s.zeros::<T>(&[bins]).unwrap();
+        scatter_add::launch::<T, 256, _>(s, grid, &s.upload(&x).unwrap(), &s.upload(&w).unwrap(), &mut sd).unwrap();
+        assert_close(&what, &as_f64(&s.download(&sd).unwrap()), &want, 4.0 * T::TOL);
+    }
+}
+
+fn atomics_combine_every_element(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(53);
+    let (n, bins) = (3000, 37);
+    // Some values outside the bins on both sides.
+    let xs: Vec<i32> = (0..n).map(|_| rng.below(bins + 6) as i32 - 3).collect();
+    let ws = rng.normals(n, 1.0);
+    let x = HostTensor::from_vec(xs.clone(), &[n]).unwrap();
+    let w = host::<f32>(&ws, &[n]);
+    let mut want_counts = vec![0u32; bins];
+    let mut want_sums = vec![0.0f64; bins];
+    for (v, wv) in xs.iter().zip(&as_f64(&w)) {
+        if (0..bins as i32).contains(v) {
+            want_counts[*v as usize] += 1;
+            want_sums[*v as usize] += wv;
+        }
+    }
+    let want_extremes = vec![*xs.iter().max().unwrap(), *xs.iter().min().unwrap()];
+    let fresh = || {
+        (
+            HostTensor::<u32>::zeros(&[bins]),
+            HostTensor::<f32>::zeros(&[bins]),
+            HostTensor::from_vec(vec![i32::MIN, i32::MAX], &[2]).unwrap(),
+        )
+    };
+    let grid = cdiv(n, 256);
+    let (mut counts, mut sums, mut extremes) = fresh();
+    histogram::launch::<256, _>(&Cpu, grid, &x, &w, &mut counts, &mut sums, &mut extremes).unwrap();
+    assert_eq!(counts.to_vec(), want_counts);
+    assert_close("histogram sums", &as_f64(&sums), &want_sums, 1e-6);
+    assert_eq!(extremes.to_vec(), want_extremes);
+    if let Some(s) = &s {
+        let (c, w0, e) = fresh();
+        let (mut cd, mut sd, mut ed) = (s.upload(&c).unwrap(), s.upload(&w0).unwrap(), s.upload(&e).unwrap());
+        histogram::launch::<256, _>(
+            s,
+            grid,
+            &s.upload(&x).unwrap(),
+            &s.upload(&w).unwrap(),
+            &mut cd,
+            &mut sd,
+            &mut ed,
+        )
+        .unwrap();
+        assert_eq!(s.download(&cd).unwrap().to_vec(), want_counts, "GPU counts");
+        // The GPU adds in no fixed order.
+        assert_close(
+            "GPU histogram sums",
+            &as_f64(&s.download(&sd).unwrap()),
+            &want_sums,
+            1e-5,
+        );
+        assert_eq!(s.download(&ed).unwrap().to_vec(), want_extremes, "GPU extremes");
+    }
+    half_scatter_add::<f16>(&s, &mut rng);
+    half_scatter_add::<bf16>(&s, &mut rng);
+}
+
 fn main() -> ExitCode {
     harness::run(
         [
@@ -1366,6 +1475,7 @@ fn main() -> ExitCode {
             ),
             Test::cpu_then_gpu("scans_match_f64_on_ragged_rows", scans_match_f64_on_ragged_rows),
             Test::cpu_then_gpu("sorts_order_rows_with_ties_and_nan", sorts_order_rows_with_ties_and_nan),
+            Test::cpu_then_gpu("atomics_combine_every_element", atomics_combine_every_element),
         ]
         .into_iter()
         .flatten(),

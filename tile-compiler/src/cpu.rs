@@ -138,11 +138,26 @@ impl Cx<'_> {
                 let pad = v(*pad);
                 quote!(#cpu::gather(#t, &[#(&#ix),*], #pad))
             }
-            OpKind::Scatter { tensor, index, value } => {
+            OpKind::Scatter {
+                tensor,
+                index,
+                value,
+                atomic,
+            } => {
                 let t = param_ident(func, *tensor);
                 let ix = index.iter().map(|i| v(*i));
                 let val = v(*value);
-                return quote!(#cpu::scatter(#t, &[#(&#ix),*], &#val););
+                return match atomic {
+                    None => quote!(#cpu::scatter(#t, &[#(&#ix),*], &#val);),
+                    Some(op) => {
+                        let f = match op {
+                            AtomicOp::Add => quote!(#cpu::ops::add),
+                            AtomicOp::Max => quote!(#cpu::ops::max),
+                            AtomicOp::Min => quote!(#cpu::ops::min),
+                        };
+                        quote!(#cpu::scatter_combine(#t, &[#(&#ix),*], &#val, #f);)
+                    }
+                };
             }
             OpKind::Store { tensor, index, value } => {
                 let t = param_ident(func, *tensor);

@@ -116,6 +116,15 @@ pub enum ReduceOp {
     ArgMin,
 }
 
+/// How an atomic scatter (`atomic_add`, `atomic_max`, `atomic_min`)
+/// combines a value with the element it lands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    Add,
+    Max,
+    Min,
+}
+
 /// The combining operation of a scan (`cumsum`, `cumprod`, `cummax`, `cummin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScanOp {
@@ -165,11 +174,13 @@ pub enum OpKind {
         index: Vec<ValueId>,
         pad: ValueId,
     },
-    /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
+    /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds, or
+    /// with `atomic` combines it with the element there, atomically.
     Scatter {
         tensor: usize,
         index: Vec<ValueId>,
         value: ValueId,
+        atomic: Option<AtomicOp>,
     },
     Unary(UnaryOp, ValueId),
     Binary(BinaryOp, ValueId, ValueId),

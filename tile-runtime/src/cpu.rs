@@ -105,6 +105,17 @@ pub fn scatter<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &
     }
 }
 
+/// Combines `value[e]` into `t[index[0][e], ..]` with `f` where in bounds,
+/// in element order: an atomic scatter (`atomic_add`, ..) run sequentially.
+pub fn scatter_combine<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &Tile<T>, f: fn(T, T) -> T) {
+    for e in 0..value.data.len() {
+        let g: Vec<i64> = index.iter().map(|i| i.data[e] as i64).collect();
+        if let Some(old) = t.checked(&g) {
+            t.checked_set(&g, f(old, value.data[e]));
+        }
+    }
+}
+
 /// One element, zero when out of bounds.
 pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
     let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();

@@ -117,15 +117,32 @@ impl Checker<'_> {
         )))
     }
 
-    pub(super) fn scatter(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
-        Self::arg_count(args, 2, "scatter", "y.scatter([rows, cols], values)", span)?;
+    /// `y.scatter(index, values)`, or with `atomic` `y.atomic_add(..)`,
+    /// `atomic_max`, `atomic_min`.
+    pub(super) fn scatter(&mut self, t: usize, args: &[Expr], atomic: Option<AtomicOp>, span: Span) -> Result<Val> {
+        let name = match atomic {
+            None => "scatter",
+            Some(AtomicOp::Add) => "atomic_add",
+            Some(AtomicOp::Max) => "atomic_max",
+            Some(AtomicOp::Min) => "atomic_min",
+        };
+        Self::arg_count(args, 2, name, &format!("y.{name}([rows, cols], values)"), span)?;
         let (p, dtype, mutable) = self.tensor_param(t);
         if !mutable {
             bail!(
                 span,
-                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to scatter into it",
+                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to {name} into it",
                 p.name
             );
+        }
+        match atomic {
+            Some(AtomicOp::Max | AtomicOp::Min) if !dtype.is_int() => bail!(
+                span,
+                "`{name}` takes i32 or u32 tensors: the GPU has no atomic {} of floats (`{}` holds {dtype})",
+                &name[7..],
+                p.name
+            ),
+            _ => {}
         }
         let v = self.expr(&args[1])?;
         let value = self.concrete(v, Some(dtype), args[1].span())?;
@@ -137,7 +154,7 @@ impl Checker<'_> {
                 p.name
             );
         }
-        let (index, shape) = self.element_indices(&args[0], Some(value), "scatter")?;
+        let (index, shape) = self.element_indices(&args[0], Some(value), name)?;
         self.use_rank(t, index.len(), span)?;
         let value = self.broadcast_to(value, &shape, span)?;
         self.push(
@@ -145,6 +162,7 @@ impl Checker<'_> {
                 tensor: t,
                 index,
                 value,
+                atomic,
             },
             None,
             span,

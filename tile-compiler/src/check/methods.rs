@@ -44,7 +44,10 @@ impl Checker<'_> {
             return match name.as_str() {
                 "load" => self.load(t, args, None, span),
                 "gather" => self.gather(t, args, None, span),
-                "scatter" => self.scatter(t, args, span),
+                "scatter" => self.scatter(t, args, None, span),
+                "atomic_add" => self.scatter(t, args, Some(AtomicOp::Add), span),
+                "atomic_max" => self.scatter(t, args, Some(AtomicOp::Max), span),
+                "atomic_min" => self.scatter(t, args, Some(AtomicOp::Min), span),
                 "store" => self.store(t, args, span),
                 "shape" => {
                     Self::arg_count(args, 1, "shape", "x.shape(axis)", span)?;
@@ -268,10 +271,12 @@ impl Checker<'_> {
                     span,
                 )))
             }
-            "load" | "store" | "gather" | "scatter" | "get" | "shape" => bail!(
-                recv.span(),
-                "`.{name}` is a tensor method, but this is a tile or scalar"
-            ),
+            "load" | "store" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min" | "get" | "shape" => {
+                bail!(
+                    recv.span(),
+                    "`.{name}` is a tensor method, but this is a tile or scalar"
+                )
+            }
             _ => bail!(
                 method.span(),
                 "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), cast, reshape, expand_dims, broadcast_to, transpose and permute"

@@ -67,8 +67,13 @@ impl Lower<'_> {
                 vec![]
             }
             OpKind::Gather { tensor, index, pad } => self.gather(*tensor, index, *pad),
-            OpKind::Scatter { tensor, index, value } => {
-                self.scatter(*tensor, index, *value);
+            OpKind::Scatter {
+                tensor,
+                index,
+                value,
+                atomic,
+            } => {
+                self.scatter(*tensor, index, *value, *atomic);
                 vec![]
             }
             OpKind::Unary(u, a) => {

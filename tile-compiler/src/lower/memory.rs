@@ -70,12 +70,28 @@ impl Lower<'_> {
             .collect()
     }
 
-    pub(super) fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+    /// Writes each element of `value` to its index (one thread per element:
+    /// copies in a replicated layout write once), or with `atomic` combines
+    /// it with a relaxed, GPU-scoped `red`.
+    pub(super) fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId, atomic: Option<AtomicOp>) {
         let dtype = self.func.tensor(t).dtype;
         let owner = self.owner_pred(self.layout(value).replicated_mask());
         let vals = self.regs_of(value);
         let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
-        let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+        let instr = match atomic {
+            None if dtype.is_half() => "st.global.b16".to_string(),
+            None => format!("st.global.{}", arith_type(dtype)),
+            // 16-bit float adds without flushing subnormals (`.noftz`).
+            Some(AtomicOp::Add) if dtype.is_half() => format!("red.relaxed.gpu.global.add.noftz.{}", arith_type(dtype)),
+            Some(op) => {
+                let op = match op {
+                    AtomicOp::Add => "add",
+                    AtomicOp::Max => "max",
+                    AtomicOp::Min => "min",
+                };
+                format!("red.relaxed.gpu.global.{op}.{}", arith_type(dtype))
+            }
+        };
         for (e, v) in vals.iter().enumerate() {
             let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
             let (a, mut pred) = self.element_address(t, &coords);
@@ -84,7 +100,7 @@ impl Lower<'_> {
                 self.emit(format!("and.pred {n}, {pred}, {o};"));
                 pred = n;
             }
-            self.emit(format!("@{pred} st.global.{ty} [{a}], {v};"));
+            self.emit(format!("@{pred} {instr} [{a}], {v};"));
         }
     }
 
