@@ -9,14 +9,16 @@
 //!
 //! Bytes counted: every input read once and every output written once.
 //! Each measurement is the median over many launches, rotating between
-//! buffer sets so the data never sits in L2.
+//! buffer sets so the data never sits in L2. Also a histogram of 2^26
+//! values into 1024 bins by `atomic_add` (bytes: the values read), against
+//! `torch.bincount` in the PyTorch script.
 
 mod common;
 
 use common::{gpu_stream, median_ms, random};
 use std::time::Instant;
 use tile::{Element, Stream, Tensor, bf16};
-use tile_kernels::{elementwise, norm, softmax};
+use tile_kernels::{elementwise, norm, scan, softmax};
 
 const SETS: usize = 4;
 const REPS: usize = 40;
@@ -62,6 +64,9 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
     let ms = rotating(s, |i| norm::run_rms_norm(s, &xs[i], &w, &mut ys[i], 1e-5).unwrap());
     row("rms_norm", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
 
+    let ms = rotating(s, |i| scan::run(s, &xs[i], &mut ys[i]).unwrap());
+    row("cumsum", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+
     let flat_x: Vec<Tensor<T>> = xs.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let mut flat_y: Vec<Tensor<T>> = ys.into_iter().map(|t| t.reshape(&[rows * cols]).unwrap()).collect();
     let grid = (rows * cols).div_ceil(4096) as u32;
@@ -69,6 +74,33 @@ fn bench<T: Element>(s: &Stream, dtype: &str, rows: usize, cols: usize, of: impl
         elementwise::gelu::launch::<T, 4096, _>(s, grid, &flat_x[i], &mut flat_y[i]).unwrap()
     });
     row("gelu", dtype, rows, cols, ms, 2.0 * n * eb, copy_gbs);
+}
+
+/// Counts of `x`'s values per bin, one `[B]` tile per block, every value
+/// added atomically into its bin (values outside the bins dropped).
+#[tile::kernel(B = [4096])]
+fn histogram<const B: usize>(x: &Tensor<i32, { [N] }>, counts: &mut Tensor<u32, { [BINS] }>) {
+    let i = block_id(0);
+    counts.atomic_add([x.load([i], [B]).pad(-1)], full([B], 1u32));
+}
+
+/// 2^26 values into 1024 bins, uniform: the GPU time and the values' read
+/// bandwidth.
+fn bench_histogram(s: &Stream) {
+    let (n, bins) = (1usize << 26, 1024);
+    let xs: Vec<Tensor<i32>> = (0..SETS)
+        .map(|i| random(s, &[n], i as u64 + 7, 0.0, bins as f32, |v| v as i32))
+        .collect();
+    let mut counts: Vec<Tensor<u32>> = (0..SETS).map(|_| s.zeros(&[bins]).unwrap()).collect();
+    let grid = n.div_ceil(4096) as u32;
+    let ms = rotating(s, |i| {
+        histogram::launch::<4096, _>(s, grid, &xs[i], &mut counts[i]).unwrap()
+    });
+    println!(
+        "histogram    i32   2^26 into {bins} bins {:>9.1} us {:>7.0} GB/s",
+        ms * 1e3,
+        4.0 * n as f64 / ms / 1e6
+    );
 }
 
 fn main() {
@@ -94,4 +126,5 @@ fn main() {
         bench::<bf16>(&s, "bf16", rows, cols, bf16::from_f32);
         println!();
     }
+    bench_histogram(&s);
 }

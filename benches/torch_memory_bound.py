@@ -30,6 +30,14 @@ def bench(dtype, name, rows, cols):
     row("layer_norm", name, rows, cols, timed(lambda i: F.layer_norm(xs[i], (cols,), w, b, 1e-5)), nbytes, copy_gbs)
     row("rms_norm", name, rows, cols, timed(lambda i: F.rms_norm(xs[i], (cols,), w, 1e-5)), nbytes, copy_gbs)
     row("gelu", name, rows, cols, timed(lambda i: F.gelu(xs[i], approximate="tanh")), nbytes, copy_gbs)
+    row("cumsum", name, rows, cols, timed(lambda i: torch.cumsum(xs[i], dim=-1)), nbytes, copy_gbs)
+
+
+def bench_histogram():
+    n, bins = 1 << 26, 1024
+    xs = [torch.randint(0, bins, (n,), device="cuda", dtype=torch.int32) for _ in range(SETS)]
+    ms = timed(lambda i: torch.bincount(xs[i], minlength=bins))
+    print(f"histogram    i32   2^26 into {bins} bins {ms * 1e3:>9.1f} us {4 * n / ms / 1e6:>7.0f} GB/s")
 
 
 if __name__ == "__main__":
@@ -38,3 +46,4 @@ if __name__ == "__main__":
         bench(torch.float32, "f32", rows, cols)
         bench(torch.bfloat16, "bf16", rows, cols)
         print()
+    bench_histogram()

@@ -79,7 +79,7 @@ pub struct ConstParam {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ParamKind {
     /// `&Tensor<T>` (read only) or `&mut Tensor<T>`, with its declared
-    /// shape if the type gives one (`&Tensor<T, {[M, N]}>`).
+    /// shape if the type gives one (`&Tensor<T, { [M, N] }>`).
     Tensor {
         elem: Elem,
         mutable: bool,
@@ -90,7 +90,7 @@ pub enum ParamKind {
 }
 
 /// One dimension of a tensor parameter's declared shape, the shape
-/// contract a launch checks (`&Tensor<T, {[M, 64, _]}>`).
+/// contract a launch checks (`&Tensor<T, { [M, 64, _] }>`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Dim {
     /// `_`: any size.

@@ -1,5 +1,5 @@
 //! Shape contracts: the shapes a kernel declares for its tensors
-//! (`&Tensor<T, {[M, N]}>`), checked at launch on either backend before
+//! (`&Tensor<T, { [M, N] }>`), checked at launch on either backend before
 //! anything runs. Accesses past a tensor are masked, so a tensor of the
 //! wrong size would otherwise give a wrong answer, not an error.
 

@@ -55,7 +55,7 @@ pub enum Error {
     /// Data length, shape or strides that don't fit together.
     Shape(String),
     /// A tensor whose size along a dimension breaks the shape its kernel
-    /// declares for it (`&Tensor<T, {[M, N]}>`).
+    /// declares for it (`&Tensor<T, { [M, N] }>`).
     ShapeContract {
         /// The kernel launched.
         kernel: &'static str,

@@ -18,7 +18,7 @@ pub enum ParamSpec {
         rank: usize,
         /// Whether the kernel writes it (`&mut Tensor<T>`).
         mutable: bool,
-        /// The shape it declares (`&Tensor<T, {[M, N]}>`), which a launch
+        /// The shape it declares (`&Tensor<T, { [M, N] }>`), which a launch
         /// checks ([`Error::ShapeContract`](crate::Error::ShapeContract));
         /// `None` where it declares none.
         shape: Option<&'static [ShapeDim]>,

@@ -282,7 +282,7 @@ impl<'k> Checker<'k> {
         }
     }
 
-    /// The tensors' declared shapes (`&Tensor<T, {[M, N]}>`): each fixes
+    /// The tensors' declared shapes (`&Tensor<T, { [M, N] }>`): each fixes
     /// its tensor's rank, and each symbol that names nothing else (a const
     /// parameter) is bound to the size of the first dimension declared
     /// with it (a launch checks that the others agree).

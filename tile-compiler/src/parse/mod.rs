@@ -191,7 +191,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
             {
                 bail!(
                     n.span(),
-                    "`{n}` appears only in a multiple: declare it alone in some tensor's shape (`out: &mut Tensor<T, {{[M, {n}]}}>`), which gives its size"
+                    "`{n}` appears only in a multiple: declare it alone in some tensor's shape (`out: &mut Tensor<T, {{ [M, {n}] }}>`), which gives its size"
                 );
             }
         }
@@ -341,7 +341,7 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
                 }
                 _ => bail!(
                     args.span(),
-                    "`Tensor` takes an element type and optionally its shape: `Tensor<f32>`, `Tensor<T, {{[M, N]}}>`"
+                    "`Tensor` takes an element type and optionally its shape: `Tensor<f32>`, `Tensor<T, {{ [M, N] }}>`"
                 ),
             };
             let generic = match elem {
@@ -379,10 +379,10 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
     }
 }
 
-/// A tensor's declared shape, `{[M, 64, _]}`: per dimension a name (a
+/// A tensor's declared shape, `{ [M, 64, _] }`: per dimension a name (a
 /// symbol or a const parameter), a positive literal, or `_` for any size.
 fn declared_shape(e: &SynExpr, types: &[TypeParam]) -> Result<Vec<Dim>> {
-    const FORM: &str = "a tensor's shape is an array in braces: `Tensor<T, {[M, N]}>`, each dimension a name, a positive integer, a multiple of a name (`3 * C`) or `_`";
+    const FORM: &str = "a tensor's shape is an array in braces: `Tensor<T, { [M, N] }>`, each dimension a name, a positive integer, a multiple of a name (`3 * C`) or `_`";
     let SynExpr::Block(b) = e else {
         bail!(e.span(), "{FORM}")
     };
@@ -390,7 +390,7 @@ fn declared_shape(e: &SynExpr, types: &[TypeParam]) -> Result<Vec<Dim>> {
         bail!(e.span(), "{FORM}")
     };
     if a.elems.is_empty() {
-        bail!(a.span(), "a tensor has at least one dimension: `Tensor<T, {{[N]}}>`");
+        bail!(a.span(), "a tensor has at least one dimension: `Tensor<T, {{ [N] }}>`");
     }
     let size = |e: &SynExpr| match e {
         SynExpr::Lit(syn::ExprLit {
