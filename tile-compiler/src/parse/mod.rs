@@ -10,6 +10,7 @@ use syn::Expr as SynExpr;
 use syn::spanned::Spanned;
 
 mod attr;
+mod shape;
 use attr::{Attr, HostNames, host_size, parse_attr, resolve_config};
 
 /// Parses `#[tile::kernel(ATTR)]` and its `fn` item into a [`Kernel`].
@@ -171,31 +172,7 @@ pub fn parse_kernel(attr: TokenStream, item: TokenStream) -> Result<Kernel> {
         });
     }
 
-    for p in &params {
-        let ParamKind::Tensor { shape: Some(dims), .. } = &p.kind else {
-            continue;
-        };
-        for d in dims {
-            let (Dim::Name(n) | Dim::Multiple(_, n)) = d else {
-                continue;
-            };
-            if params.iter().any(|q| q.name == *n) {
-                bail!(
-                    n.span(),
-                    "`{n}` is a parameter of this kernel; name the dimension with another symbol"
-                );
-            }
-            if matches!(d, Dim::Multiple(..))
-                && shape_symbol(&params, n).is_none()
-                && !consts.iter().any(|c| c.name == *n)
-            {
-                bail!(
-                    n.span(),
-                    "`{n}` appears only in a multiple: declare it alone in some tensor's shape (`out: &mut Tensor<T, {{ [M, {n}] }}>`), which gives its size"
-                );
-            }
-        }
-    }
+    shape::check_names(&params, &consts)?;
 
     let const_names: Vec<Ident> = consts.iter().map(|c| c.name.clone()).collect();
     let tuning = match (grid, key) {
@@ -337,7 +314,7 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
             let (elem, shape) = match args.args.iter().collect::<Vec<_>>()[..] {
                 [syn::GenericArgument::Type(elem)] => (elem, None),
                 [syn::GenericArgument::Type(elem), syn::GenericArgument::Const(shape)] => {
-                    (elem, Some(declared_shape(shape, types)?))
+                    (elem, Some(shape::declared(shape, types)?))
                 }
                 _ => bail!(
                     args.span(),
@@ -377,70 +354,6 @@ fn param_kind(ty: &syn::Type, types: &[TypeParam]) -> Result<ParamKind> {
             "a kernel parameter is a tensor (`&Tensor<f32>`, `&mut Tensor<f32>`) or a scalar (f32, i32, u32)"
         ),
     }
-}
-
-/// A tensor's declared shape, `{ [M, 64, _] }`: per dimension a name (a
-/// symbol or a const parameter), a positive literal, or `_` for any size.
-fn declared_shape(e: &SynExpr, types: &[TypeParam]) -> Result<Vec<Dim>> {
-    const FORM: &str = "a tensor's shape is an array in braces: `Tensor<T, { [M, N] }>`, each dimension a name, a positive integer, a multiple of a name (`3 * C`) or `_`";
-    let SynExpr::Block(b) = e else {
-        bail!(e.span(), "{FORM}")
-    };
-    let [syn::Stmt::Expr(SynExpr::Array(a), None)] = &b.block.stmts[..] else {
-        bail!(e.span(), "{FORM}")
-    };
-    if a.elems.is_empty() {
-        bail!(a.span(), "a tensor has at least one dimension: `Tensor<T, {{ [N] }}>`");
-    }
-    let size = |e: &SynExpr| match e {
-        SynExpr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(i), ..
-        }) => match i.base10_parse::<usize>() {
-            Ok(n) if n > 0 => Ok(Some(n)),
-            _ => bail!(i.span(), "a declared size is a positive integer"),
-        },
-        _ => Ok(None),
-    };
-    let name = |e: &SynExpr| -> Result<Option<Ident>> {
-        let SynExpr::Path(p) = e else { return Ok(None) };
-        let Some(name) = p.path.get_ident() else {
-            return Ok(None);
-        };
-        if types.iter().any(|t| t.name == *name) {
-            bail!(
-                name.span(),
-                "`{name}` is the kernel's element type; name the dimension with another symbol"
-            );
-        }
-        Ok(Some(name.clone()))
-    };
-    a.elems
-        .iter()
-        .map(|d| {
-            if let SynExpr::Infer(_) = d {
-                return Ok(Dim::Any);
-            }
-            if let Some(n) = size(d)? {
-                return Ok(Dim::Fixed(n));
-            }
-            if let Some(n) = name(d)? {
-                return Ok(Dim::Name(n));
-            }
-            if let SynExpr::Binary(syn::ExprBinary {
-                left,
-                op: syn::BinOp::Mul(_),
-                right,
-                ..
-            }) = d
-            {
-                match (size(left)?, name(right)?, name(left)?, size(right)?) {
-                    (Some(k), Some(n), ..) | (.., Some(n), Some(k)) => return Ok(Dim::Multiple(k, n)),
-                    _ => {}
-                }
-            }
-            bail!(d.span(), "{FORM}")
-        })
-        .collect()
 }
 
 /// The element type named by a Rust type (`f32`, `half::bf16`, ...).
