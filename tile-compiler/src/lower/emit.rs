@@ -208,6 +208,15 @@ impl<'a> Lower<'a> {
         regs.iter().map(|r| self.cast(from, to, r)).collect()
     }
 
+    /// Whether lane bit `i` of this thread is set (a scan's or a sort's
+    /// upper partner across that bit).
+    pub(super) fn lane_pred(&mut self, i: usize) -> String {
+        let (t, p) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
+        self.emit(format!("bfe.u32 {t}, {}, {i}, 1;", self.tid));
+        self.emit(format!("setp.ne.u32 {p}, {t}, 0;"));
+        p
+    }
+
     /// Each register's coordinate along `axis` in layout `l` (i32).
     pub(super) fn axis_positions(&mut self, l: &Layout, axis: usize) -> Vec<String> {
         let coords = self.coords(l);

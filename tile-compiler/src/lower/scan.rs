@@ -40,9 +40,7 @@ impl Lower<'_> {
                 }
             } else if let Some(i) = la.lane.iter().position(|&x| x == Some(bit)) {
                 // Whether this lane is the upper partner.
-                let (t, upper) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
-                self.emit(format!("bfe.u32 {t}, {}, {i}, 1;", self.tid));
-                self.emit(format!("setp.ne.u32 {upper}, {t}, 0;"));
+                let upper = self.lane_pred(i);
                 for q in 0..prefix.len() {
                     let other = self.reg(RegClass::of(acc));
                     self.emit(format!("shfl.sync.bfly.b32 {other}, {}, {}, 31, -1;", total[q], 1 << i));

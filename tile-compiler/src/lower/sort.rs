@@ -12,7 +12,7 @@ use crate::ptx::{RegClass, arith_type};
 
 /// A block's direction bit in the network: the same for every thread, or
 /// this thread's lane bit.
-enum Bit {
+enum Direction {
     Const(bool),
     Lane(String),
 }
@@ -32,9 +32,9 @@ impl Lower<'_> {
             // Blocks of 2^s positions: those with bit `s` set run the other way.
             let dir_lane = (s < bits).then(|| lane_bit(s)).flatten().map(|i| self.lane_pred(i));
             let dir = |q: usize| match (&dir_lane, (s < bits).then(|| reg_bit(s)).flatten()) {
-                (Some(p), _) => Bit::Lane(p.clone()),
-                (None, Some(i)) => Bit::Const(q >> i & 1 == 1),
-                (None, None) => Bit::Const(false),
+                (Some(p), _) => Direction::Lane(p.clone()),
+                (None, Some(i)) => Direction::Const(q >> i & 1 == 1),
+                (None, None) => Direction::Const(false),
             };
             for t in (0..s).rev() {
                 if let Some(i) = reg_bit(t) {
@@ -59,7 +59,7 @@ impl Lower<'_> {
                         // the partner's and this lane is the lower one (the
                         // block's direction and the lane's side flip that).
                         let c = self.before(key, descending, (&vals[q], &pos[q]), (&ov, &op));
-                        let c = self.xor_bit(&c, &Bit::Lane(upper.clone()));
+                        let c = self.xor_bit(&c, &Direction::Lane(upper.clone()));
                         let keep = self.xor_bit(&c, &dir(q));
                         vals[q] = self.select(key, &keep, &vals[q].clone(), &ov);
                         pos[q] = self.select(DType::I32, &keep, &pos[q].clone(), &op);
@@ -76,24 +76,16 @@ impl Lower<'_> {
         }
     }
 
-    /// Whether lane bit `i` of this thread is set.
-    fn lane_pred(&mut self, i: usize) -> String {
-        let (t, p) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
-        self.emit(format!("bfe.u32 {t}, {}, {i}, 1;", self.tid));
-        self.emit(format!("setp.ne.u32 {p}, {t}, 0;"));
-        p
-    }
-
     /// `c` flipped where `bit` is set.
-    fn xor_bit(&mut self, c: &str, bit: &Bit) -> String {
+    fn xor_bit(&mut self, c: &str, bit: &Direction) -> String {
         match bit {
-            Bit::Const(false) => c.to_string(),
-            Bit::Const(true) => {
+            Direction::Const(false) => c.to_string(),
+            Direction::Const(true) => {
                 let d = self.reg(RegClass::Pred);
                 self.emit(format!("not.pred {d}, {c};"));
                 d
             }
-            Bit::Lane(p) => {
+            Direction::Lane(p) => {
                 let d = self.reg(RegClass::Pred);
                 self.emit(format!("xor.pred {d}, {c}, {p};"));
                 d
