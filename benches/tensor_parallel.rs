@@ -1,18 +1,19 @@
 //! A GPT-2 split over GPUs (tensor parallelism through NCCL) against one
 //! GPU, on a checkpoint in the Hugging Face layout, bf16. Run on a machine
-//! with 2 GPUs:
+//! with 2 GPUs or more:
 //!
 //! ```text
 //! python3 benches/gpt2_transformers.py DIR --shape xl --write-only   # gpt2-xl-shaped, random weights
 //! cargo bench --bench tensor_parallel -- DIR                         # or the built binary there
 //! ```
 //!
-//! For 1 and 2 GPUs: decode tokens per second at batch 1 and 16 (a 16-token
-//! prompt, 256 new tokens, greedy, after a run that tunes the kernels),
-//! and a prefill of 4 × 1,024 tokens (median wall-clock ms, ending with the
-//! logits on the host). With 2 GPUs, the all-reduces' share of a decode
-//! step: the same all-reduces (two per layer, `[batch, n_embd]`) timed
-//! alone, over the step's time.
+//! For 1, 2, 4 and 8 GPUs, as many as the machine has: decode tokens per
+//! second at batch 1 and 16 (a 16-token prompt, 256 new tokens, greedy,
+//! after a run that tunes the kernels), and a prefill of 4 × 1,024 tokens
+//! (median wall-clock ms, ending with the logits on the host). With
+//! several GPUs, the all-reduces' share of a decode step: the same
+//! all-reduces (two per layer, `[batch, n_embd]`) timed alone, over the
+//! step's time.
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
@@ -79,7 +80,7 @@ fn main() {
         return;
     };
     let gpus = match tile::device_count() {
-        Ok(n) if n >= 2 => 2,
+        Ok(n) if n >= 2 => n,
         found => {
             let why = format!("needs 2 GPUs, found {found:?}");
             if std::env::var_os("TILE_REQUIRE_GPU").is_some_and(|v| v == "1") {
@@ -100,7 +101,7 @@ fn main() {
         cfg.n_embd
     );
     let mut first_tokens = Vec::new();
-    for n in 1..=gpus {
+    for n in [1, 2, 4, 8].into_iter().filter(|&n| n <= gpus) {
         let ranks: Vec<Stream> = devices[..n].iter().map(|d| d.stream()).collect();
         let loading = Instant::now();
         let model: TensorParallel<Stream, bf16> = TensorParallel::load(ranks.clone(), &checkpoint).unwrap();

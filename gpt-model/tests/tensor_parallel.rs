@@ -2,7 +2,8 @@
 //! prefill and decode logits within the dtype's tolerance (the row-parallel
 //! sums add in another order) and the same greedy tokens, on a ragged
 //! batch. On the CPU, ranks are threads of this process joined by a host
-//! all-reduce (TP = 2 and 3); on GPUs, NCCL joins GPUs 0 and 1.
+//! all-reduce (TP = 2 and 3); on GPUs, NCCL joins GPUs 0 and 1, then
+//! 0 to 2 and 0 to 3 where the machine has them.
 
 #[allow(dead_code)]
 #[path = "../../tests/common/harness.rs"]
@@ -110,11 +111,19 @@ fn every_rank_needs_a_head() {
     }
 }
 
-/// GPUs 0 and 1, or why this machine can't run the test.
-fn two_gpus(test: &str) -> Result<[Arc<Device>; 2], Missing> {
+/// The most ranks the GPU test splits a model over: the embedded model
+/// has 4 heads.
+const MOST_RANKS: usize = 4;
+
+/// GPUs 0 up to [`MOST_RANKS`] - 1 (at least two), or why this machine
+/// can't run the test.
+fn gpus(test: &str) -> Result<Vec<Arc<Device>>, Missing> {
     let first = harness::gpu_for(test)?;
     match tile::device_count() {
-        Ok(n) if n >= 2 => Ok([first, Device::new(1).map_err(|e| missing(e.to_string()))?]),
+        Ok(n) if n >= 2 => {
+            let rest = (1..n.min(MOST_RANKS)).map(|i| Device::new(i).map_err(|e| missing(e.to_string())));
+            std::iter::once(Ok(first)).chain(rest).collect()
+        }
         Ok(n) => Err(missing(format!("needs 2 GPUs, found {n}"))),
         Err(e) => Err(missing(e.to_string())),
     }
@@ -122,24 +131,30 @@ fn two_gpus(test: &str) -> Result<[Arc<Device>; 2], Missing> {
 
 fn missing(reason: String) -> Missing {
     Missing {
-        detail: format!("{reason}: tensor parallelism runs over 2 GPUs"),
+        detail: format!("{reason}: tensor parallelism runs over 2 GPUs or more"),
         reason,
     }
 }
 
-fn gpu_two_ranks_equal_one([d0, d1]: [Arc<Device>; 2]) {
-    let ranks = vec![d0.stream(), d1.stream()];
-    let whole = d0.stream();
-    // What differs from one rank is the order of the all-reduce's sums.
-    split_equals_whole::<_, f32>(
-        &whole,
-        ranks.clone(),
-        &embedded(),
-        "embedded model, GPU f32",
-        (1e-4, true),
-    );
-    split_equals_whole::<_, f32>(&whole, ranks.clone(), &tiny(), "tiny GPT-2, GPU f32", (1e-5, true));
-    split_equals_whole::<_, bf16>(&whole, ranks, &embedded(), "embedded model, GPU bf16", (3e-2, false));
+/// Over GPUs 0 and 1, then over every larger count the machine has, up to
+/// [`MOST_RANKS`] (3 ranks split the embedded model's 4 heads unevenly).
+fn gpu_ranks_equal_one(devices: Vec<Arc<Device>>) {
+    let whole = devices[0].stream();
+    for n in 2..=devices.len() {
+        let ranks: Vec<_> = devices[..n].iter().map(|d| d.stream()).collect();
+        // What differs from one rank is the order of the all-reduce's sums.
+        split_equals_whole::<_, f32>(
+            &whole,
+            ranks.clone(),
+            &embedded(),
+            "embedded model, GPU f32",
+            (1e-4, true),
+        );
+        if n == 2 {
+            split_equals_whole::<_, f32>(&whole, ranks.clone(), &tiny(), "tiny GPT-2, GPU f32", (1e-5, true));
+        }
+        split_equals_whole::<_, bf16>(&whole, ranks, &embedded(), "embedded model, GPU bf16", (3e-2, false));
+    }
 }
 
 fn main() -> ExitCode {
@@ -147,9 +162,9 @@ fn main() -> ExitCode {
         Test::new("cpu_two_and_three_ranks_equal_one", cpu_two_and_three_ranks_equal_one),
         Test::new("every_rank_needs_a_head", every_rank_needs_a_head),
         Test::needing(
-            "gpu_two_ranks_equal_one",
-            || two_gpus("gpu_two_ranks_equal_one"),
-            gpu_two_ranks_equal_one,
+            "gpu_ranks_equal_one",
+            || gpus("gpu_ranks_equal_one"),
+            gpu_ranks_equal_one,
         ),
     ])
 }
