@@ -7,7 +7,7 @@
 //!
 //! Shapes are M x K x N (`c[M, N] = a[M, K] @ b[K, N]`, row-major): squares,
 //! and GPT-2 124M's at B*T = 8192. Our tile shape is the one `matmul::run`
-//! (`run_linear`) tunes to on its first call, on each path, with a cache
+//! (`linear::run`) tunes to on its first call, on each path, with a cache
 //! of choices fresh to this process: what a program calling it gets;
 //! then the chosen tiles (sm_90a and portable) and cuBLAS are timed again,
 //! in turn, over [`ROUNDS`] rounds. Timing the winner afresh keeps the
@@ -285,7 +285,7 @@ where
         &format!("{label:<30}"),
         2.0 * (m * n * k) as f64,
         (
-            || matmul::run_linear(s, &x, &w, &bias, &mut y.borrow_mut(), false).unwrap(),
+            || matmul::linear::run(s, &x, &w, &bias, &mut y.borrow_mut(), 0).unwrap(),
             |tile| matmul::linear::run_with(s, tile, &x, &w, &bias, &mut y.borrow_mut(), 0).unwrap(),
         ),
         || cublas(blas, (&x, &w, true), &mut y.borrow_mut(), of(1.0), of(0.0)),

@@ -311,6 +311,71 @@ fn linear_layer_with_and_without_gelu() {
     }
 }
 
+/// The few-row linear layers, every configuration, with and without a
+/// LayerNorm in the prologue, through the tuned entry points too (which
+/// run the first configuration here).
+#[test]
+fn gemv_every_configuration_matches_f64() {
+    use tile_kernels::{gemv, matmul};
+    let mut rng = Rng::new(29);
+    for (m, n, k) in [(1, 1, 1), (3, 77, 1030), (16, 9, 300)] {
+        let (x, w, b, r) = (
+            rng.normals(m * k, 1.0),
+            rng.normals(n * k, 0.3),
+            rng.normals(n, 1.0),
+            rng.normals(m * n, 1.0),
+        );
+        let (xt, wt, bt, rt) = (
+            host::<f32>(&x, &[m, k]),
+            host::<f32>(&w, &[n, k]),
+            host::<f32>(&b, &[n]),
+            host::<f32>(&r, &[m, n]),
+        );
+        for tile in gemv::gemv::KERNEL.candidates(&[tile::DType::F32], false) {
+            for gelu in [0, 1] {
+                let mut y = HostTensor::full(&[m, n], f32::NAN);
+                gemv::gemv::run_with(&Cpu, tile, &xt, &wt, &bt, &mut y, gelu).unwrap();
+                let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+                assert_close(
+                    &format!("gemv {m}x{n}x{k} gelu={gelu} {tile}"),
+                    &values(&y),
+                    &want,
+                    1e-5,
+                );
+            }
+            let mut y = HostTensor::full(&[m, n], f32::NAN);
+            gemv::gemv_residual::run_with(&Cpu, tile, &xt, &wt, &bt, &rt, &mut y).unwrap();
+            let want: Vec<f64> = (linear_ref(&x, &w, &b, m, n, k, false).iter().zip(&r))
+                .map(|(y, r)| y + r)
+                .collect();
+            assert_close(&format!("gemv_residual {m}x{n}x{k} {tile}"), &values(&y), &want, 1e-5);
+        }
+        let mut y = HostTensor::full(&[m, n], f32::NAN);
+        matmul::run_linear(&Cpu, &xt, &wt, &bt, &mut y, true).unwrap();
+        let want = linear_ref(&x, &w, &b, m, n, k, true);
+        assert_close(&format!("run_linear {m}x{n}x{k}"), &values(&y), &want, 1e-5);
+        // With a LayerNorm in the prologue, on rows far from 0.
+        let (ln_w, ln_b) = (rng.normals(k, 1.0), rng.normals(k, 1.0));
+        let xo = rounded::<f32>(&x.iter().map(|v| v + 1e4).collect::<Vec<_>>());
+        let h = layer_norm_ref(&xo, &ln_w, &ln_b, k, 1e-5);
+        let (xot, lwt, lbt) = (
+            host::<f32>(&xo, &[m, k]),
+            host::<f32>(&ln_w, &[k]),
+            host::<f32>(&ln_b, &[k]),
+        );
+        for tile in gemv::gemv_layer_norm::KERNEL.candidates(&[tile::DType::F32], false) {
+            let mut y = HostTensor::full(&[m, n], f32::NAN);
+            gemv::gemv_layer_norm::run_with(&Cpu, tile, &xot, &lwt, &lbt, &wt, &bt, &mut y, 1, 1e-5).unwrap();
+            let want = linear_ref(&h, &w, &b, m, n, k, true);
+            assert_close(&format!("gemv_layer_norm {m}x{n}x{k} {tile}"), &values(&y), &want, 1e-5);
+        }
+        let mut y = HostTensor::full(&[m, n], f32::NAN);
+        matmul::run_layer_norm_linear(&Cpu, (&xot, &lwt, &lbt, 1e-5), (&wt, &bt), &mut y, false).unwrap();
+        let want = linear_ref(&h, &w, &b, m, n, k, false);
+        assert_close(&format!("run_layer_norm_linear {m}x{n}x{k}"), &values(&y), &want, 1e-5);
+    }
+}
+
 #[test]
 fn ieee_linear_and_attention_match_the_f64_references() {
     let mut rng = Rng::new(8);

@@ -12,7 +12,7 @@ use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{attention, elementwise, embedding, linear, norm, scan, softmax};
+use tile_kernels::{attention, elementwise, embedding, gemv, linear, norm, scan, softmax};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -380,6 +380,117 @@ fn linear_matches_cpu_reference(d: Arc<Device>) {
     for (m, n, k) in [(1, 1, 1), (5, 70, 33), (128, 384, 128), (37, 130, 100)] {
         linear_case::<f32>(&s, &mut rng, m, n, k);
         linear_case::<bf16>(&s, &mut rng, m, n, k);
+    }
+}
+
+/// Linear layers of few rows (`gemv`): every configuration, with and
+/// without GELU, and with the residual, against the f64 reference on the
+/// operands as `T` holds them; then the tuned entry point, which sends
+/// such a layer there.
+fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
+    use tile_kernels::matmul;
+    let (x, w, b, r) = (
+        rng.normals(m * k, 1.0),
+        rng.normals(n * k, 0.3),
+        rng.normals(n, 1.0),
+        rng.normals(m * n, 1.0),
+    );
+    let (x, w, b, r) = (rounded::<T>(&x), rounded::<T>(&w), rounded::<T>(&b), rounded::<T>(&r));
+    let (xd, wd, bd, rd) = (
+        s.upload(&host::<T>(&x, &[m, k])).unwrap(),
+        s.upload(&host::<T>(&w, &[n, k])).unwrap(),
+        s.upload(&host::<T>(&b, &[n])).unwrap(),
+        s.upload(&host::<T>(&r, &[m, n])).unwrap(),
+    );
+    let plain = linear_ref(&x, &w, &b, m, n, k, false);
+    let with_residual: Vec<f64> = plain.iter().zip(&r).map(|(y, r)| y + r).collect();
+    let tol = T::TOL.max(1e-5);
+    for tile in gemv::gemv::KERNEL.candidates(&[T::DTYPE], false) {
+        for gelu in [0, 1] {
+            let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+            gemv::gemv::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
+            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+            let what = format!("gemv {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
+            assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol);
+        }
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        gemv::gemv_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
+        let what = format!("gemv_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tol);
+    }
+    // With a LayerNorm in the prologue, on rows offset from 0 (its
+    // statistics are of the values less the row's first), its output
+    // rounded to `T` as the separate kernel stores it.
+    let (ln_w, ln_b, eps) = (
+        rounded::<T>(&rng.normals(k, 1.0)),
+        rounded::<T>(&rng.normals(k, 1.0)),
+        1e-5,
+    );
+    let xo = rounded::<T>(&x.iter().map(|v| v + 30.0).collect::<Vec<_>>());
+    let h = rounded::<T>(&layer_norm_ref(&xo, &ln_w, &ln_b, k, eps));
+    let ln = (
+        s.upload(&host::<T>(&xo, &[m, k])).unwrap(),
+        s.upload(&host::<T>(&ln_w, &[k])).unwrap(),
+        s.upload(&host::<T>(&ln_b, &[k])).unwrap(),
+    );
+    let norm = (&ln.0, &ln.1, &ln.2, eps as f32);
+    for tile in gemv::gemv_layer_norm::KERNEL.candidates(&[T::DTYPE], false) {
+        for gelu in [0, 1] {
+            let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+            gemv::gemv_layer_norm::run_with(s, tile, norm.0, norm.1, norm.2, &wd, &bd, &mut yd, gelu, norm.3).unwrap();
+            let want = linear_ref(&h, &w, &b, m, n, k, gelu == 1);
+            let what = format!("gemv_layer_norm {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
+            // An element of `h` may round the other way from the f64 one.
+            assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol.max(T::TOL));
+        }
+    }
+    // The tuned entry points may choose the tensor cores: tf32 for f32.
+    let tuned_tol = |tile: matmul::LinearTile| match tile {
+        matmul::LinearTile::TensorCores(_) => tol.max(2e-3),
+        matmul::LinearTile::Gemv(_) => tol,
+    };
+    let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+    let tuned = matmul::run_linear(s, &xd, &wd, &bd, &mut yd, false).unwrap();
+    let what = format!("run_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
+    assert_close(&what, &values(&s.download(&yd).unwrap()), &plain, tuned_tol(tuned));
+    let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+    let tuned = matmul::run_linear_residual(s, (&xd, &wd, &bd), &rd, &mut yd).unwrap();
+    let what = format!("run_linear_residual {} {m}x{n}x{k} ({tuned})", T::DTYPE);
+    assert_close(
+        &what,
+        &values(&s.download(&yd).unwrap()),
+        &with_residual,
+        tuned_tol(tuned),
+    );
+    let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+    let tuned = matmul::run_layer_norm_linear(s, norm, (&wd, &bd), &mut yd, true).unwrap();
+    let what = format!("run_layer_norm_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
+    let want = linear_ref(&h, &w, &b, m, n, k, true);
+    assert_close(
+        &what,
+        &values(&s.download(&yd).unwrap()),
+        &want,
+        tuned_tol(tuned).max(T::TOL),
+    );
+}
+
+fn gemv_matches_f64_reference(d: Arc<Device>) {
+    let s = d.stream();
+    let mut rng = Rng::new(29);
+    // One element; GPT-2's shapes; ragged N and K (K past one `BK`, and
+    // not a multiple of a vector); the most rows gemv takes.
+    let shapes = [
+        (1, 1, 1),
+        (1, 768, 768),
+        (4, 2304, 768),
+        (3, 77, 1000),
+        (16, 130, 3077),
+        (5, 50257, 64),
+    ];
+    for (m, n, k) in shapes {
+        gemv_case::<f32>(&s, &mut rng, m, n, k);
+        gemv_case::<bf16>(&s, &mut rng, m, n, k);
+        gemv_case::<f16>(&s, &mut rng, m, n, k);
     }
 }
 
@@ -911,23 +1022,23 @@ fn tuned_matmul_and_linear_pick_a_tile_and_remember_it(d: Arc<Device>) {
         consts: &[64, 64, 32],
         clusters: false,
     };
-    assert_eq!(tile_residual, smallest);
+    assert_eq!(tile_residual, matmul::LinearTile::TensorCores(smallest));
     let what = "untimed f32 linear_residual";
     assert_close(what, &values(&s.download(&yd).unwrap()), &values(&want), 2e-3);
 
     let cached = std::fs::read_to_string(dir.join("autotune.tsv")).unwrap();
     // Keys are the kernel, dtype, size classes, GPU and target; values the tile.
-    let remembered = |key: &str, tile: tile::Tuned| {
+    let remembered = |key: &str, tile: &dyn std::fmt::Display| {
         cached
             .lines()
             .any(|l| l.starts_with(key) && l.ends_with(&format!("\t{tile}")))
     };
     assert!(
-        remembered("tile_kernels::matmul::matmul|bf16|1024x224x1280|", tile)
-            && remembered("tile_kernels::matmul::linear|bf16|1024x224x1280|", tile_linear)
+        remembered("tile_kernels::matmul::matmul|bf16|1024x224x1280|", &tile)
+            && remembered("tile_kernels::matmul::linear|bf16|1024x224x1280|", &tile_linear)
             && cached.contains("tile_kernels::matmul::batched_matmul|bf16|6x320x64x512|")
             && cached.contains("tile_kernels::matmul::batched_matmul|f32|6x320x64x512|")
-            && !cached.contains("linear_residual|"),
+            && !cached.contains("tile_kernels::matmul::linear_residual|"),
         "{cached}"
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -951,6 +1062,7 @@ fn main() -> ExitCode {
             bad_arguments_are_typed_errors_not_launches,
         ),
         Test::gpu("linear_matches_cpu_reference", linear_matches_cpu_reference),
+        Test::gpu("gemv_matches_f64_reference", gemv_matches_f64_reference),
         Test::gpu("attention_matches_f64_reference", attention_matches_f64_reference),
         Test::gpu(
             "matmul_on_tensor_cores_matches_cpu_reference",

@@ -21,7 +21,7 @@ use crate::{GptError, Result};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tile::{Backend, DType, Element, HostTensor, TensorView};
-use tile_kernels::{attention, decode, embedding, linear, matmul, norm};
+use tile_kernels::{attention, decode, embedding, gemv, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
 /// bf16 and f16.
@@ -241,6 +241,13 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         !self.tf32 && T::DTYPE == DType::F32
     }
 
+    /// Whether a linear layer on `x` multiplies in IEEE f32 on the CUDA
+    /// cores ([`Gpt::allow_tf32`]), and with which kernels: [`gemv`]'s for
+    /// a few rows, [`linear`]'s otherwise.
+    fn ieee_linear(&self, x: &B::Tensor<T>) -> Option<bool> {
+        self.ieee().then(|| x.shape()[0] <= gemv::MAX_ROWS)
+    }
+
     /// `y = x @ w^T + b`, then GELU where `gelu`.
     fn linear(
         &self,
@@ -250,10 +257,14 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         y: &mut B::Tensor<T>,
         gelu: bool,
     ) -> Result<()> {
-        if self.ieee() {
-            linear::run(on, x, w, b, y, gelu)?;
-        } else {
-            matmul::run_linear(on, x, w, b, y, gelu)?;
+        match self.ieee_linear(x) {
+            Some(true) => {
+                gemv::run(on, (x, w, b), y, gelu)?;
+            }
+            Some(false) => linear::run(on, x, w, b, y, gelu)?,
+            None => {
+                matmul::run_linear(on, x, w, b, y, gelu)?;
+            }
         }
         Ok(())
     }
@@ -267,10 +278,14 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         residual: &B::Tensor<T>,
         y: &mut B::Tensor<T>,
     ) -> Result<()> {
-        if self.ieee() {
-            linear::run_residual(on, (x, w, b), residual, y)?;
-        } else {
-            matmul::run_linear_residual(on, (x, w, b), residual, y)?;
+        match self.ieee_linear(x) {
+            Some(true) => {
+                gemv::run_residual(on, (x, w, b), residual, y)?;
+            }
+            Some(false) => linear::run_residual(on, (x, w, b), residual, y)?,
+            None => {
+                matmul::run_linear_residual(on, (x, w, b), residual, y)?;
+            }
         }
         Ok(())
     }
@@ -467,9 +482,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         // This rank's heads, side by side.
         let heads = self.shard.heads.len();
         let c = heads * self.config.head_size();
-        let h = self.layer_norm(on, &x, &p.ln_1)?;
         let mut qkv = on.zeros(&[b * t, 3 * c])?;
-        self.linear(on, &h, (&p.c_attn.0, &p.c_attn.1), &mut qkv, false)?;
+        self.norm_linear(on, &x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1), &mut qkv, false)?;
         let qkv = on.reshape(qkv, &[b, t, 3 * c])?;
         let mut att = on.zeros(&[b, t, c])?;
         match attend {
@@ -492,9 +506,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `x + proj(gelu(fc(ln_2(x))))`.
     fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, x: B::Tensor<T>) -> Result<B::Tensor<T>> {
         let n = x.len() / self.config.n_embd;
-        let h = self.layer_norm(on, &x, &p.ln_2)?;
         let mut fc = on.zeros(&[n, self.shard.hidden.len()])?;
-        self.linear(on, &h, (&p.c_fc.0, &p.c_fc.1), &mut fc, true)?;
+        self.norm_linear(on, &x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1), &mut fc, true)?;
         self.row_parallel(on, &fc, &p.mlp_proj, &x)
     }
 
@@ -520,10 +533,33 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         Ok(out)
     }
 
-    fn layer_norm(&self, on: &B, x: &B::Tensor<T>, (w, b): &Affine<B::Tensor<T>>) -> Result<B::Tensor<T>> {
-        let mut h = on.zeros(x.shape())?;
-        norm::run_layer_norm(on, x, w, b, &mut h, self.config.layer_norm_epsilon)?;
-        Ok(h)
+    /// `y = ln(x) @ w^T + b`, then GELU where `gelu`, `ln` a LayerNorm's
+    /// weight and bias: for a few rows in one kernel where that is faster
+    /// (`matmul::run_layer_norm_linear`), else the LayerNorm, then the product.
+    fn norm_linear(
+        &self,
+        on: &B,
+        x: &B::Tensor<T>,
+        (ln_w, ln_b): &Affine<B::Tensor<T>>,
+        (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+        y: &mut B::Tensor<T>,
+        gelu: bool,
+    ) -> Result<()> {
+        let norm = (x, ln_w, ln_b, self.config.layer_norm_epsilon);
+        match self.ieee_linear(x) {
+            Some(true) => {
+                gemv::run_layer_norm(on, norm, (w, b), y, gelu)?;
+            }
+            Some(false) => {
+                let mut h = on.zeros(x.shape())?;
+                norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, norm.3)?;
+                linear::run(on, &h, w, b, y, gelu)?;
+            }
+            None => {
+                matmul::run_layer_norm_linear(on, norm, (w, b), y, gelu)?;
+            }
+        }
+        Ok(())
     }
 
     /// `ln_f(x) @ wte^T` for `x: [rows, C]` (this rank's vocabulary
@@ -537,9 +573,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `ln_f(x) @ wte^T` for `x: [rows, C]` into `logits` (this rank's
     /// vocabulary columns).
     fn lm_head(&self, on: &B, x: &B::Tensor<T>, logits: &mut B::Tensor<T>) -> Result<()> {
-        let h = self.layer_norm(on, x, &self.ln_f)?;
         let head = self.head.as_ref().unwrap_or(&self.wte);
-        self.linear(on, &h, (head, &self.zero_bias), logits, false)
+        self.norm_linear(on, x, &self.ln_f, (head, &self.zero_bias), logits, false)
     }
 
     /// One decode step over the cache's token ids and positions, into its

@@ -15,6 +15,7 @@ pub mod attention;
 pub mod decode;
 pub mod elementwise;
 pub mod embedding;
+pub mod gemv;
 pub mod linear;
 pub mod matmul;
 pub mod norm;

@@ -8,9 +8,13 @@
 //! before anything is tuned or launched (`tile::Error::ShapeContract`
 //! names the operand and dimension that disagree): a tile's masks would
 //! otherwise compute a partial product. [`run`], [`run_linear`],
-//! [`run_linear_residual`] and [`run_batched`] call them.
+//! [`run_linear_residual`] and [`run_batched`] call them; for linear
+//! layers of up to [`gemv::MAX_ROWS`] rows, the tuner also weighs
+//! [`crate::gemv`]'s kernels.
 
-use tile::{Backend, Element, Tuned};
+use crate::gemv;
+use crate::norm::LayerNormOperands;
+use tile::{Backend, Element, TensorView, Tuned};
 
 /// `(x, w, b)` of a linear layer on backend `B`.
 pub type LinearOperands<'a, B, T> = (
@@ -29,7 +33,29 @@ pub fn run<T: Element, B: Backend>(
     matmul::run(on, a, b, c)
 }
 
+/// The configuration a tuned linear layer ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinearTile {
+    /// A tile of [`linear`] or [`linear_residual`], on the tensor cores.
+    TensorCores(Tuned),
+    /// A tile of [`gemv::gemv`] or [`gemv::gemv_residual`], for a few rows.
+    Gemv(Tuned),
+}
+
+impl std::fmt::Display for LinearTile {
+    /// The tile as the tuner names it (`64x128x64`), `gemv ` before a
+    /// [`gemv`] tile.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinearTile::TensorCores(t) => f.pad(&t.to_string()),
+            LinearTile::Gemv(t) => f.pad(&format!("gemv {t}")),
+        }
+    }
+}
+
 /// `y = x @ w^T + b` (then GELU if `gelu`), tuned; returns the configuration.
+/// Up to [`gemv::MAX_ROWS`] rows, the tuner weighs [`gemv::gemv`]'s best
+/// tile against [`linear`]'s.
 pub fn run_linear<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
@@ -37,18 +63,100 @@ pub fn run_linear<T: Element, B: Backend>(
     b: &B::Tensor<T>,
     y: &mut B::Tensor<T>,
     gelu: bool,
-) -> tile::Result<Tuned> {
-    linear::run(on, x, w, b, y, gelu as i32)
+) -> tile::Result<LinearTile> {
+    few_rows_or_not::<T, B>(on, ("linear", x, w), y, |family, y| match family {
+        Family::Gemv => gemv::run(on, (x, w, b), y, gelu),
+        Family::TensorCores => linear::run(on, x, w, b, y, gelu as i32),
+    })
 }
 
-/// `y = residual + x @ w^T + b`, tuned; returns the configuration.
+/// `y = residual + x @ w^T + b`, tuned as [`run_linear`] is; returns the configuration.
 pub fn run_linear_residual<T: Element, B: Backend>(
     on: &B,
     (x, w, b): LinearOperands<B, T>,
     residual: &B::Tensor<T>,
     y: &mut B::Tensor<T>,
-) -> tile::Result<Tuned> {
-    linear_residual::run(on, x, w, b, residual, y)
+) -> tile::Result<LinearTile> {
+    few_rows_or_not::<T, B>(on, ("linear_residual", x, w), y, |family, y| match family {
+        Family::Gemv => gemv::run_residual(on, (x, w, b), residual, y),
+        Family::TensorCores => linear_residual::run(on, x, w, b, residual, y),
+    })
+}
+
+/// `y = layer_norm(x) @ w^T + b` (then GELU if `gelu`), `norm` being the
+/// LayerNorm's `(x, weight, bias, eps)`: the LayerNorm kernel into a
+/// temporary, then [`linear`]'s tuned tile; or, up to
+/// [`gemv::MAX_ROWS`] rows, [`gemv::gemv_layer_norm`] (the LayerNorm in
+/// the product's prologue, one launch) where the tuner finds it faster.
+/// Returns the product's configuration.
+pub fn run_layer_norm_linear<T: Element, B: Backend>(
+    on: &B,
+    norm: LayerNormOperands<B, T>,
+    (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+    y: &mut B::Tensor<T>,
+    gelu: bool,
+) -> tile::Result<LinearTile> {
+    let (x, ln_w, ln_b, eps) = norm;
+    few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, y| match family {
+        Family::Gemv => gemv::run_layer_norm(on, norm, (w, b), y, gelu),
+        Family::TensorCores => {
+            let mut h = on.zeros(x.shape())?;
+            crate::norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, eps)?;
+            linear::run(on, &h, w, b, y, gelu as i32)
+        }
+    })
+}
+
+/// Runs the [`Family::TensorCores`] kernel (`run` runs a family's tuned
+/// tile into `y`), or, where `x: [M, K]` has at most [`gemv::MAX_ROWS`]
+/// rows, whichever family the tuner finds faster for the problem class of
+/// `layer` (the name it is tuned under) with weights `w: [N, K]`.
+fn few_rows_or_not<T: Element, B: Backend>(
+    on: &B,
+    (layer, x, w): (&str, &B::Tensor<T>, &B::Tensor<T>),
+    y: &mut B::Tensor<T>,
+    mut run: impl FnMut(Family, &mut B::Tensor<T>) -> tile::Result<Tuned>,
+) -> tile::Result<LinearTile> {
+    let named = |family, tuned| match family {
+        Family::Gemv => LinearTile::Gemv(tuned),
+        Family::TensorCores => LinearTile::TensorCores(tuned),
+    };
+    let (&[m, k], &[n, _]) = (x.shape(), w.shape()) else {
+        // Not a layer: the tensor-core kernel's checks name what is wrong.
+        return run(Family::TensorCores, y).map(|t| named(Family::TensorCores, t));
+    };
+    if m > gemv::MAX_ROWS {
+        return run(Family::TensorCores, y).map(|t| named(Family::TensorCores, t));
+    }
+    let classes = [m, k, n].map(|d| tile::autotune::size_class(d).to_string());
+    let key = format!(
+        "{}::few_rows|{layer}|{}|{}",
+        module_path!(),
+        T::DTYPE.name(),
+        classes.join("x")
+    );
+    let mut ran = None;
+    tile::autotune::tune(on, &key, &[Family::Gemv, Family::TensorCores], |family| {
+        ran = Some(named(family, run(family, y)?));
+        Ok(())
+    })?;
+    Ok(ran.expect("the tuner runs its choice last"))
+}
+
+/// The kernels a few-row linear layer can run, as the tuner names them.
+#[derive(Clone, Copy)]
+enum Family {
+    Gemv,
+    TensorCores,
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Family::Gemv => "gemv",
+            Family::TensorCores => "tensor cores",
+        })
+    }
 }
 
 /// `c[i] = a[i] @ b[i]` for `a: [B, M, K]`, `b: [B, K, N]`, tuned (the

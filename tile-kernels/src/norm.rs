@@ -9,6 +9,14 @@ use crate::softmax::{rows_cols, rows_per_block};
 use tile::Element;
 use tile::prelude::*;
 
+/// `(x, weight, bias, eps)` of a LayerNorm on backend `B`.
+pub type LayerNormOperands<'a, B, T> = (
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+    f32,
+);
+
 /// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
 pub fn layer_norm<T, const BLOCK: usize>(
