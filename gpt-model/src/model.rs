@@ -242,10 +242,12 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     }
 
     /// Whether a linear layer on `x` multiplies in IEEE f32 on the CUDA
-    /// cores ([`Gpt::allow_tf32`]), and with which kernels: [`gemv`]'s for
-    /// a few rows, [`linear`]'s otherwise.
-    fn ieee_linear(&self, x: &B::Tensor<T>) -> Option<bool> {
-        self.ieee().then(|| x.shape()[0] <= gemv::MAX_ROWS)
+    /// cores ([`Gpt::allow_tf32`]), and with which kernels: on a GPU,
+    /// [`gemv`]'s for a few rows, [`linear`]'s otherwise. (On the CPU,
+    /// where both are exact, [`linear`]'s larger tiles run faster.)
+    fn ieee_linear(&self, on: &B, x: &B::Tensor<T>) -> Option<bool> {
+        self.ieee()
+            .then(|| on.stream().is_some() && x.shape()[0] <= gemv::MAX_ROWS)
     }
 
     /// `y = x @ w^T + b`, then GELU where `gelu`.
@@ -257,7 +259,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         y: &mut B::Tensor<T>,
         gelu: bool,
     ) -> Result<()> {
-        match self.ieee_linear(x) {
+        match self.ieee_linear(on, x) {
             Some(true) => {
                 gemv::run(on, (x, w, b), y, gelu)?;
             }
@@ -278,7 +280,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         residual: &B::Tensor<T>,
         y: &mut B::Tensor<T>,
     ) -> Result<()> {
-        match self.ieee_linear(x) {
+        match self.ieee_linear(on, x) {
             Some(true) => {
                 gemv::run_residual(on, (x, w, b), residual, y)?;
             }
@@ -546,7 +548,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         gelu: bool,
     ) -> Result<()> {
         let norm = (x, ln_w, ln_b, self.config.layer_norm_epsilon);
-        match self.ieee_linear(x) {
+        match self.ieee_linear(on, x) {
             Some(true) => {
                 gemv::run_layer_norm(on, norm, (w, b), y, gelu)?;
             }

@@ -110,7 +110,9 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
 /// Runs the [`Family::TensorCores`] kernel (`run` runs a family's tuned
 /// tile into `y`), or, where `x: [M, K]` has at most [`gemv::MAX_ROWS`]
 /// rows, whichever family the tuner finds faster for the problem class of
-/// `layer` (the name it is tuned under) with weights `w: [N, K]`.
+/// `layer` (the name it is tuned under) with weights `w: [N, K]`. The
+/// tensor cores come first, which the CPU runs untimed: their CPU
+/// version's large tiles run faster there than `gemv`'s.
 fn few_rows_or_not<T: Element, B: Backend>(
     on: &B,
     (layer, x, w): (&str, &B::Tensor<T>, &B::Tensor<T>),
@@ -136,7 +138,7 @@ fn few_rows_or_not<T: Element, B: Backend>(
         classes.join("x")
     );
     let mut ran = None;
-    tile::autotune::tune(on, &key, &[Family::Gemv, Family::TensorCores], |family| {
+    tile::autotune::tune(on, &key, &[Family::TensorCores, Family::Gemv], |family| {
         ran = Some(named(family, run(family, y)?));
         Ok(())
     })?;
