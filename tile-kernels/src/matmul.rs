@@ -119,17 +119,11 @@ fn few_rows_or_not<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     mut run: impl FnMut(Family, &mut B::Tensor<T>) -> tile::Result<Tuned>,
 ) -> tile::Result<LinearTile> {
-    let named = |family, tuned| match family {
-        Family::Gemv => LinearTile::Gemv(tuned),
-        Family::TensorCores => LinearTile::TensorCores(tuned),
+    let (m, k, n) = match (x.shape(), w.shape()) {
+        (&[m, k], &[n, _]) if m <= gemv::MAX_ROWS => (m, k, n),
+        // More rows, or not a layer (the tensor-core kernel's checks say what is wrong).
+        _ => return run(Family::TensorCores, y).map(|t| Family::TensorCores.ran(t)),
     };
-    let (&[m, k], &[n, _]) = (x.shape(), w.shape()) else {
-        // Not a layer: the tensor-core kernel's checks name what is wrong.
-        return run(Family::TensorCores, y).map(|t| named(Family::TensorCores, t));
-    };
-    if m > gemv::MAX_ROWS {
-        return run(Family::TensorCores, y).map(|t| named(Family::TensorCores, t));
-    }
     let classes = [m, k, n].map(|d| tile::autotune::size_class(d).to_string());
     let key = format!(
         "{}::few_rows|{layer}|{}|{}",
@@ -139,7 +133,7 @@ fn few_rows_or_not<T: Element, B: Backend>(
     );
     let mut ran = None;
     tile::autotune::tune(on, &key, &[Family::TensorCores, Family::Gemv], |family| {
-        ran = Some(named(family, run(family, y)?));
+        ran = Some(family.ran(run(family, y)?));
         Ok(())
     })?;
     Ok(ran.expect("the tuner runs its choice last"))
@@ -150,6 +144,16 @@ fn few_rows_or_not<T: Element, B: Backend>(
 enum Family {
     Gemv,
     TensorCores,
+}
+
+impl Family {
+    /// The configuration `tuned` of this family, as a [`LinearTile`].
+    fn ran(self, tuned: Tuned) -> LinearTile {
+        match self {
+            Family::Gemv => LinearTile::Gemv(tuned),
+            Family::TensorCores => LinearTile::TensorCores(tuned),
+        }
+    }
 }
 
 impl std::fmt::Display for Family {
