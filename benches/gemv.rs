@@ -19,12 +19,17 @@
 //! same run (read and written bytes). cuBLAS computes without the bias,
 //! ours with it. Beside the tuned choice: `gemv` alone and the
 //! tensor-core kernel alone, each at its own tuned tile.
+//!
+//! `--tiles` instead times every tile of `gemv` and `gemv_layer_norm` at
+//! M = 1 on GPT-2's and gpt2-xl's layers, with the weights cold (as
+//! above) and hot (one copy, in L2 after the first launch), beside the
+//! tile the tuner chose: what the tuner's own timing conditions cost.
 
 mod common;
 
 use common::{cublas, gpu_ms, gpu_stream, random};
 use cudarc::cublas::CudaBlas;
-use tile::{Graph, Stream, Tensor, bf16};
+use tile::{DType, Graph, Stream, Tensor, bf16};
 use tile_kernels::{gemv, matmul};
 
 /// Launches per graph.
@@ -101,10 +106,51 @@ fn case(s: &Stream, blas: &CudaBlas, m: usize, ws: &[Tensor<bf16>], copy: f64) {
     );
 }
 
+/// Every tile of `gemv` and `gemv_layer_norm` at one row, cold and hot.
+fn tiles(s: &Stream, layers: &[(usize, usize)]) {
+    let of = bf16::from_f32;
+    for &(k, n) in layers {
+        let ws: Vec<Tensor<bf16>> = (0..copies(n * k * 2))
+            .map(|i| random(s, &[n, k], 10 + i as u64, -1.0, 1.0, of))
+            .collect();
+        let x = random(s, &[1, k], 1, -1.0, 1.0, of);
+        let (ln_w, ln_b) = (random(s, &[k], 3, 0.5, 1.5, of), random(s, &[k], 4, -1.0, 1.0, of));
+        let b = random(s, &[n], 2, -1.0, 1.0, of);
+        let mut y = s.zeros::<bf16>(&[1, n]).unwrap();
+        let tuned = gemv::run(s, (&x, &ws[0], &b), &mut y, false).unwrap();
+        let tuned_ln = gemv::run_layer_norm(s, (&x, &ln_w, &ln_b, 1e-5), (&ws[0], &b), &mut y, false).unwrap();
+        println!("K={k} N={n}: tuned gemv {tuned}, gemv_layer_norm {tuned_ln}");
+        for c in gemv::gemv::KERNEL.candidates(&[DType::BF16], false) {
+            let cold = recorded(s, |i| {
+                gemv::gemv::run_with(s, c, &x, &ws[i % ws.len()], &b, &mut y, 0).unwrap()
+            });
+            let hot = recorded(s, |_| gemv::gemv::run_with(s, c, &x, &ws[0], &b, &mut y, 0).unwrap());
+            let [cold, hot] = [&cold, &hot].map(|g| per_launch_us(s, g));
+            println!("  gemv {c:>16}: cold {cold:>6.2} us  hot {hot:>6.2} us");
+        }
+        for c in gemv::gemv_layer_norm::KERNEL.candidates(&[DType::BF16], false) {
+            let run = |w: &Tensor<bf16>, y: &mut Tensor<bf16>| {
+                gemv::gemv_layer_norm::run_with(s, c, &x, &ln_w, &ln_b, w, &b, y, 0, 1e-5).unwrap()
+            };
+            let cold = recorded(s, |i| run(&ws[i % ws.len()], &mut y));
+            let hot = recorded(s, |_| run(&ws[0], &mut y));
+            let [cold, hot] = [&cold, &hot].map(|g| per_launch_us(s, g));
+            println!("  gemv_layer_norm {c:>16}: cold {cold:>6.2} us  hot {hot:>6.2} us");
+        }
+    }
+}
+
 fn main() {
     let Some(s) = gpu_stream("gemv bench") else {
         return;
     };
+    if std::env::args().any(|a| a == "--tiles") {
+        // GPT-2 124M's layers, then gpt2-xl's.
+        let layers = [(768, 2304), (768, 768), (768, 3072), (3072, 768)];
+        tiles(&s, &layers);
+        tiles(&s, &[(1600, 4800), (1600, 1600), (1600, 6400), (6400, 1600)]);
+        return;
+    }
     let blas = CudaBlas::new(s.as_cudarc().clone()).expect("cuBLAS (libcublas) loads");
     // GPT-2 124M's layers (K, N): attention's QKV and output projections,
     // the MLP's two, the LM head.

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use tile::{Cpu, HostTensor, bf16};
-use tile_kernels::{attention, elementwise, embedding, linear, norm, scan, softmax};
+use tile_kernels::{argmax, attention, elementwise, embedding, linear, norm, scan, softmax};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
 
@@ -565,5 +565,20 @@ fn cumsum_matches_f64_on_ragged_rows() {
         let mut yh = HostTensor::full(&[rows, cols], bf16::NAN);
         scan::run(&Cpu, &host::<bf16>(&x, &[rows, cols]), &mut yh).unwrap();
         assert_close(&what, &values(&yh), &cumsum_ref(&rounded::<bf16>(&x), cols), bf16::TOL);
+    }
+}
+
+#[test]
+fn argmax_matches_f64_with_ties_across_tiles() {
+    let mut rng = Rng::new(14);
+    for (rows, cols) in [(1, 1), (4, 3), (8, 1000), (8, 5000), (5, 50257)] {
+        let x = argmax_rows(&mut rng, rows, cols);
+        let want = argmax_ref(&rounded::<bf16>(&x), cols);
+        let (mut value, mut index) = (HostTensor::full(&[rows], f32::NAN), HostTensor::full(&[rows], -1));
+        argmax::run(&Cpu, &host::<bf16>(&x, &[rows, cols]), &mut value, &mut index).unwrap();
+        for (r, &(v, i)) in want.iter().enumerate() {
+            let got = (value.to_vec()[r] as f64, index.to_vec()[r] as usize);
+            assert_eq!(got, (v, i), "argmax {rows}x{cols} row {r}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{attention, elementwise, embedding, gemv, linear, norm, scan, softmax};
+use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -87,6 +87,42 @@ fn cumsum_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad:
     let tol = T::TOL.max(1e-6);
     assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), tol);
     assert_close(&what, &values(&s.download(&yd).unwrap()), &reference, tol);
+}
+
+/// Each row's largest value and its first position, on the GPU against f64.
+fn argmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: usize) {
+    let x = argmax_rows(rng, rows, cols);
+    let want = argmax_ref(&rounded::<T>(&x), cols);
+    let (mut value, mut index) = (
+        s.upload(&HostTensor::full(&[rows], f32::NAN)).unwrap(),
+        s.zeros(&[rows]).unwrap(),
+    );
+    argmax::run(
+        s,
+        &s.upload(&strided::<T>(&x, &[rows, cols], pad)).unwrap(),
+        &mut value,
+        &mut index,
+    )
+    .unwrap();
+    let (value, index) = (
+        s.download(&value).unwrap().to_vec(),
+        s.download(&index).unwrap().to_vec(),
+    );
+    for (r, &(v, i)) in want.iter().enumerate() {
+        let got = (value[r] as f64, index[r] as usize);
+        assert_eq!(got, (v, i), "argmax {} {rows}x{cols} pad {pad} row {r}", T::DTYPE);
+    }
+}
+
+fn argmax_matches_f64_reference(d: Arc<Device>) {
+    let s = d.stream();
+    let mut rng = Rng::new(15);
+    for (rows, cols) in ROWS.into_iter().chain([(16, 50257), (3, 4096), (2, 4097)]) {
+        argmax_case::<f32>(&s, &mut rng, rows, cols, 0);
+        argmax_case::<bf16>(&s, &mut rng, rows, cols, 0);
+        argmax_case::<bf16>(&s, &mut rng, rows, cols, 3);
+        argmax_case::<f16>(&s, &mut rng, rows, cols, 0);
+    }
 }
 
 fn cumsum_matches_cpu_reference(d: Arc<Device>) {
@@ -1048,6 +1084,7 @@ fn main() -> ExitCode {
     harness::run([
         Test::gpu("softmax_matches_cpu_reference", softmax_matches_cpu_reference),
         Test::gpu("cumsum_matches_cpu_reference", cumsum_matches_cpu_reference),
+        Test::gpu("argmax_matches_f64_reference", argmax_matches_f64_reference),
         Test::gpu(
             "layer_norm_and_rms_norm_match_cpu_reference",
             layer_norm_and_rms_norm_match_cpu_reference,

@@ -78,7 +78,8 @@ pub struct Output {
     pub time_to_first_token: Duration,
     /// The prefill pass, sampling its tokens included.
     pub prefill: Duration,
-    /// The decode steps.
+    /// From the first generated token to the last: the decode steps, each
+    /// with its pick (sampling) and the token callbacks.
     pub decode: Duration,
     /// Tokens the decode steps generated, all sequences together.
     pub decode_tokens: usize,
@@ -105,6 +106,8 @@ pub(crate) trait Decoder {
     fn cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache>;
     fn prefill(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<f32>>;
     fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
+    /// Each sequence's largest logit and its token id (the lowest on a tie).
+    fn decode_greedy(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>>;
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
 
@@ -122,6 +125,9 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     }
     fn decode(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         self.1.decode(self.0, cache, tokens)
+    }
+    fn decode_greedy(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
+        self.1.decode_greedy(self.0, cache, tokens)
     }
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
         cache.lengths()
@@ -158,15 +164,20 @@ pub(crate) fn run<D: Decoder>(
     }
     let mut running: Vec<bool> = vec![true; batch];
     let vocab = model.config().vocab_size;
-    let mut logits = model.prefill(&mut cache, &request.prompts)?;
-    let mut step = 0;
+    let prefilled = model.prefill(&mut cache, &request.prompts)?;
+    let mut picked: Vec<u32> = (0..batch)
+        .map(|s| samplers[s].pick(&prefilled[s * vocab..(s + 1) * vocab]))
+        .collect();
+    // Decoding starts once the prompts' tokens are out: its time counts
+    // every later step with its pick.
+    let mut decode_start = None;
     let mut next: Vec<Option<u32>> = vec![None; batch];
     loop {
         for s in 0..batch {
             if !running[s] {
                 continue;
             }
-            let token = samplers[s].pick(&logits[s * vocab..(s + 1) * vocab]);
+            let token = picked[s];
             next[s] = Some(token);
             if Some(token) == request.stop {
                 running[s] = false;
@@ -174,7 +185,7 @@ pub(crate) fn run<D: Decoder>(
                 continue;
             }
             out.tokens[s].push(token);
-            if step > 0 {
+            if decode_start.is_some() {
                 out.decode_tokens += 1;
             }
             if !on_token(s, token) {
@@ -190,10 +201,11 @@ pub(crate) fn run<D: Decoder>(
                 out.stops[s] = Stop::ContextFull;
             }
         }
-        if step == 0 {
+        let since = *decode_start.get_or_insert_with(|| {
             out.prefill = start.elapsed();
             out.time_to_first_token = out.prefill;
-        }
+            Instant::now()
+        });
         if !running.contains(&true) {
             break;
         }
@@ -202,10 +214,22 @@ pub(crate) fn run<D: Decoder>(
                 *n = None;
             }
         }
-        let decode_start = Instant::now();
-        logits = model.decode(&mut cache, &next)?;
-        out.decode += decode_start.elapsed();
-        step += 1;
+        // Greedy steps find each row's largest logit on the backend.
+        if sampling.is_greedy() {
+            picked = model
+                .decode_greedy(&mut cache, &next)?
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect();
+        } else {
+            let logits = model.decode(&mut cache, &next)?;
+            for (s, sampler) in samplers.iter_mut().enumerate() {
+                if running[s] {
+                    picked[s] = sampler.pick(&logits[s * vocab..(s + 1) * vocab]);
+                }
+            }
+        }
+        out.decode = since.elapsed();
     }
     Ok(out)
 }

@@ -26,6 +26,9 @@ pub struct KvCache<B: Backend, T: Element> {
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
     pub(crate) logits: B::Tensor<T>,
+    /// A greedy step's largest logit per sequence, and its column.
+    pub(crate) best: B::Tensor<f32>,
+    pub(crate) best_column: B::Tensor<i32>,
     /// The decode step recorded for replay, with the key of the model and
     /// its products it was recorded from.
     pub(crate) graph: Option<(StepKey, B::Graph)>,
@@ -34,8 +37,9 @@ pub struct KvCache<B: Backend, T: Element> {
 }
 
 /// What a recorded decode step depends on besides the cache: the model
-/// (its identity) and whether its products run in IEEE f32.
-pub(crate) type StepKey = (u64, bool);
+/// (its identity), whether its products run in IEEE f32, and whether it
+/// ends with each row's largest logit (a greedy step).
+pub(crate) type StepKey = (u64, bool, bool);
 
 impl<B: Backend, T: Element> KvCache<B, T> {
     /// An empty cache of `heads` heads for `batch` sequences of up to
@@ -64,6 +68,8 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
             logits: on.zeros(&[batch, vocab])?,
+            best: on.zeros(&[batch])?,
+            best_column: on.zeros(&[batch])?,
             graph: None,
             steps: 0,
         })

@@ -5,7 +5,8 @@
 //! Three passes share the layers: [`Gpt::forward`] (every position's
 //! logits, no cache), [`Gpt::prefill`] (a batch of prompts, writing their
 //! keys and values into a [`KvCache`]) and [`Gpt::decode`] (one token per
-//! sequence, attending to the cache).
+//! sequence, attending to the cache; [`Gpt::decode_greedy`] ends the step
+//! with each sequence's largest logit, found on the backend).
 //!
 //! A model may be one rank's [`Shard`] of a model split over several
 //! ([`TensorParallel`](crate::TensorParallel)): then its attention runs its
@@ -21,7 +22,7 @@ use crate::{GptError, Result};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tile::{Backend, DType, Element, HostTensor, TensorView};
-use tile_kernels::{attention, decode, embedding, gemv, linear, matmul, norm};
+use tile_kernels::{argmax, attention, decode, embedding, gemv, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
 /// bf16 and f16.
@@ -373,6 +374,29 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `[batch, vocab_size]`. A finished sequence (`None`) keeps its slot in
     /// the batch without growing: its row of logits is meaningless.
     pub fn decode(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+        self.step(on, cache, tokens, false)?;
+        download(on, &cache.logits)
+    }
+
+    /// [`Gpt::decode`] for greedy decoding: each sequence's largest logit
+    /// and its token id (the lowest, on a tie), found on the backend, so
+    /// that the step downloads one pair per sequence instead of its
+    /// logits. On a rank of a split model, the largest of its vocabulary.
+    pub fn decode_greedy(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
+        self.step(on, cache, tokens, true)?;
+        let best = on.download(&cache.best)?.to_vec();
+        let columns = on.download(&cache.best_column)?.to_vec();
+        let first = self.shard.vocab.start as u32;
+        Ok(best
+            .into_iter()
+            .zip(columns)
+            .map(|(v, c)| (v, first + c as u32))
+            .collect())
+    }
+
+    /// A decode step (see [`Gpt::decode`]), ending with each row's largest
+    /// logit when `greedy`.
+    fn step(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>], greedy: bool) -> Result<()> {
         if tokens.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
                 "{} tokens for a cache of {} sequences",
@@ -405,22 +429,22 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         on.write(&mut cache.positions, &positions)?;
         // The first step runs as it comes (it loads and tunes the kernels);
         // later ones replay it, recorded once per cache and model.
-        let key = (self.id, self.ieee());
+        let key = (self.id, self.ieee(), greedy);
         if !self.graphs || cache.steps == 0 {
-            self.decode_step(on, cache)?;
+            self.decode_step(on, cache, greedy)?;
         } else {
             if cache.graph.as_ref().is_none_or(|(k, _)| *k != key) {
                 cache.graph = None;
-                cache.graph = on.capture(|| self.decode_step(on, cache))?.map(|g| (key, g));
+                cache.graph = on.capture(|| self.decode_step(on, cache, greedy))?.map(|g| (key, g));
             }
             match &cache.graph {
                 Some((_, graph)) => on.replay(graph)?,
-                None => self.decode_step(on, cache)?,
+                None => self.decode_step(on, cache, greedy)?,
             }
         }
         cache.steps += 1;
         cache.advance(tokens.iter().map(Option::is_some));
-        download(on, &cache.logits)
+        Ok(())
     }
 
     /// Token ids within the vocabulary, at most the context.
@@ -580,11 +604,16 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     }
 
     /// One decode step over the cache's token ids and positions, into its
-    /// logits: the work a recorded step replays.
-    fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>) -> Result<()> {
+    /// logits, then (`greedy`) each row's largest: the work a recorded
+    /// step replays.
+    fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>, greedy: bool) -> Result<()> {
         let b = cache.batch();
         let x = self.embed_on(on, &cache.ids, &cache.positions)?;
         let x = self.layers(on, x, (b, 1), Attend::Cache(cache))?;
-        self.lm_head(on, &x, &mut cache.logits)
+        self.lm_head(on, &x, &mut cache.logits)?;
+        if greedy {
+            argmax::run(on, &cache.logits, &mut cache.best, &mut cache.best_column)?;
+        }
+        Ok(())
     }
 }

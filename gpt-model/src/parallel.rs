@@ -9,7 +9,8 @@
 //! MLP's second linear are row-parallel (each rank multiplies its slice of
 //! the channels, and one all-reduce sums the ranks' partial results); the
 //! LM head is split over the vocabulary, each rank computing its slice of
-//! the logits, which [`TensorParallel`] joins on the host for sampling.
+//! the logits, which [`TensorParallel`] joins on the host for sampling
+//! (a greedy step joins each rank's largest logit instead).
 //!
 //! The all-reduce is NCCL's across GPUs (cudarc's `nccl`, one process
 //! driving the GPUs, one thread per GPU) and a host sum across CPU ranks,
@@ -268,6 +269,22 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         self.each(cache, |on, model, cache| model.decode(on, cache, tokens))
     }
 
+    /// [`Gpt::decode_greedy`] on every rank: each sequence's largest logit
+    /// and its token id, the largest of the ranks' (the lowest id on a tie:
+    /// ranks hold the vocabulary in order).
+    pub fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
+        let ranks = self.on_every_rank(cache, |on, model, cache| model.decode_greedy(on, cache, tokens))?;
+        let mut best = ranks[0].clone();
+        for rank in &ranks[1..] {
+            for (b, &r) in best.iter_mut().zip(rank) {
+                if r.0 > b.0 {
+                    *b = r;
+                }
+            }
+        }
+        Ok(best)
+    }
+
     /// [`generate`](crate::generate()) on the split model.
     pub fn generate(&self, request: &Request, on_token: impl FnMut(usize, u32) -> bool) -> Result<Output> {
         run(self, request, on_token)
@@ -280,20 +297,10 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         cache: &mut ShardedCache<B, T>,
         pass: impl Fn(&B, &Gpt<B, T>, &mut KvCache<B, T>) -> Result<Vec<f32>> + Sync,
     ) -> Result<Vec<f32>> {
-        if let ([on], [model], [cache]) = (&self.ranks[..], &self.shards[..], &mut cache.0[..]) {
-            return pass(on, model, cache);
+        let mut slices = self.on_every_rank(cache, pass)?;
+        if slices.len() == 1 {
+            return Ok(slices.remove(0));
         }
-        let pass = &pass;
-        let slices: Vec<Result<Vec<f32>>> = std::thread::scope(|s| {
-            let running: Vec<_> = (self.ranks.iter().zip(&self.shards).zip(cache.0.iter_mut()))
-                .map(|((on, model), cache)| s.spawn(move || pass(on, model, cache)))
-                .collect();
-            running
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect()
-        });
-        let slices = slices.into_iter().collect::<Result<Vec<_>>>()?;
         let vocab = self.config().vocab_size;
         let rows = slices[0].len() / self.shards[0].shard().vocab.len();
         let mut logits = vec![0.0; rows * vocab];
@@ -304,6 +311,28 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
             }
         }
         Ok(logits)
+    }
+
+    /// Runs `pass` on every rank at once (a thread each, with more than
+    /// one), and returns each rank's result, in rank order.
+    fn on_every_rank<R: Send>(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        pass: impl Fn(&B, &Gpt<B, T>, &mut KvCache<B, T>) -> Result<R> + Sync,
+    ) -> Result<Vec<R>> {
+        if let ([on], [model], [cache]) = (&self.ranks[..], &self.shards[..], &mut cache.0[..]) {
+            return Ok(vec![pass(on, model, cache)?]);
+        }
+        let pass = &pass;
+        std::thread::scope(|s| {
+            let running: Vec<_> = (self.ranks.iter().zip(&self.shards).zip(cache.0.iter_mut()))
+                .map(|((on, model), cache)| s.spawn(move || pass(on, model, cache)))
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        })
     }
 }
 
@@ -321,6 +350,9 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     }
     fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         TensorParallel::decode(self, cache, tokens)
+    }
+    fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
+        TensorParallel::decode_greedy(self, cache, tokens)
     }
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
         cache.lengths()

@@ -107,6 +107,12 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     let mut seq = vec![5, 77, 300, 12, 12, 9];
     let mut cache = model.cache(on, 1, 40).unwrap();
     let mut logits = model.prefill(on, &mut cache, std::slice::from_ref(&seq)).unwrap();
+    // A second cache decodes the same tokens greedily (replayed on a GPU).
+    let mut greedy_cache = model.cache(on, 1, 40).unwrap();
+    model
+        .prefill(on, &mut greedy_cache, std::slice::from_ref(&seq))
+        .unwrap();
+    let mut best = None;
     for step in 0..12 {
         let full = model.forward(on, &seq).unwrap();
         let e = rel_err(
@@ -121,10 +127,19 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
             "{what}: step {step}: cached logits differ from recomputation by {e:.2e}"
         );
         let next = gpt_model::sample::argmax(&logits);
+        if let Some((value, token)) = best {
+            assert_eq!(
+                (value, token),
+                (logits[next as usize], next),
+                "{what}: step {step}: greedy step"
+            );
+        }
         seq.push(next);
         logits = model.decode(on, &mut cache, &[Some(next)]).unwrap();
+        best = Some(model.decode_greedy(on, &mut greedy_cache, &[Some(next)]).unwrap()[0]);
     }
     assert_eq!(cache.lengths(), &[18]);
+    assert_eq!(greedy_cache.lengths(), &[18]);
 }
 
 /// A ragged batch, sampled, generates what each prompt generates alone.

@@ -119,6 +119,45 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
 
 // ---- f64 references -------------------------------------------------------
 
+/// Each row's largest value and its first position (NaN skipped; a row
+/// without a number above −∞ gives −∞ at 0).
+pub fn argmax_ref(x: &[f64], cols: usize) -> Vec<(f64, usize)> {
+    x.chunks(cols)
+        .map(|row| {
+            let mut best = (f64::NEG_INFINITY, 0);
+            for (i, &v) in row.iter().enumerate() {
+                if v > best.0 {
+                    best = (v, i);
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+/// Rows of `cols` normals with ties for the largest placed far apart
+/// (in other tiles of the kernels), a row of one repeated value and a row
+/// of −∞ and NaN: what [`argmax_ref`] is checked on.
+pub fn argmax_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f64> {
+    let mut x = rng.normals(rows * cols, 1.0);
+    for (r, row) in x.chunks_mut(cols).enumerate() {
+        match r % 4 {
+            1 => {
+                let (a, b) = (rng.below(cols), rng.below(cols));
+                row[a] = 9.0;
+                row[b] = 9.0;
+            }
+            2 => row.fill(0.5),
+            3 if cols > 2 => {
+                row.fill(f64::NEG_INFINITY);
+                row[cols / 2] = f64::NAN;
+            }
+            _ => {}
+        }
+    }
+    x
+}
+
 pub fn cumsum_ref(x: &[f64], cols: usize) -> Vec<f64> {
     x.chunks(cols)
         .flat_map(|row| {

@@ -11,6 +11,7 @@
 //! contiguous tensor to `[len]` first); row kernels take `[rows, cols]` and
 //! run one block per row.
 
+pub mod argmax;
 pub mod attention;
 pub mod decode;
 pub mod elementwise;
