@@ -15,7 +15,8 @@
 //!   end-of-text, tokens per second after the first token (`generate`'s
 //!   own timing), after one run of the same shape has tuned the kernels;
 //!   steps replayed from a CUDA graph (the default), then launched kernel
-//!   by kernel.
+//!   by kernel; and sampled (bf16), at temperature 0.8 (drawn on the GPU)
+//!   and with top-k 50 as well (drawn on the host from the step's logits).
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
@@ -45,10 +46,14 @@ fn prefill<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, len: usiz
 
 /// Decode tokens per second at `batch`, and the tokens of the first sequence.
 fn decode<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize) -> (f64, Vec<u32>) {
+    decode_with(s, model, batch, Sampling::GREEDY)
+}
+
+fn decode_with<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, sampling: Sampling) -> (f64, Vec<u32>) {
     let request = Request {
         prompts: vec![PROMPT.to_vec(); batch],
         max_new_tokens: NEW_TOKENS,
-        sampling: Sampling::GREEDY,
+        sampling,
         stop: None,
     };
     generate(s, model, &request, |_, _| true).unwrap();
@@ -92,6 +97,23 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
         );
         if batch == 1 {
             println!("{dtype}: greedy tokens {:?}", &tokens[..16]);
+        }
+        if dtype == "bf16" {
+            let plain = Sampling {
+                temperature: 0.8,
+                seed: 1,
+                ..Sampling::GREEDY
+            };
+            let top_k = Sampling {
+                top_k: Some(50),
+                ..plain
+            };
+            let (on_gpu, _) = decode_with(s, &model, batch, plain);
+            let (on_host, _) = decode_with(s, &model, batch, top_k);
+            println!(
+                "{dtype}: decode batch {batch}, sampled: {on_gpu:.1} tokens/s at temperature 0.8 (drawn on the GPU); \
+                 {on_host:.1} tokens/s with top-k 50 (drawn on the host)"
+            );
         }
     }
 }

@@ -125,6 +125,37 @@ fn argmax_matches_f64_reference(d: Arc<Device>) {
     }
 }
 
+/// Temperature sampling by the Gumbel-max trick: the GPU draws what the
+/// CPU version draws for the same keys, and its frequencies follow the
+/// softmax.
+fn gumbel_max_matches_cpu_reference(d: Arc<Device>) {
+    let s = d.stream();
+    for t in [1.0, 0.5] {
+        let gap = gumbel_frequency_gap(&s, 20_000, t);
+        assert!(gap < 0.012, "temperature {t}: frequencies {gap:.4} from the softmax");
+    }
+    let mut rng = Rng::new(17);
+    for (rows, cols) in [(16, 50257), (5, 1000), (3, 4097)] {
+        let x = rng.normals(rows * cols, 3.0);
+        let keys: Vec<u32> = (0..rows as u32).map(|r| r.wrapping_mul(97_531) ^ 5).collect();
+        let keys = HostTensor::from_vec(keys, &[rows]).unwrap();
+        let xh = host::<bf16>(&x, &[rows, cols]);
+        let (mut value, mut index) = (HostTensor::zeros(&[rows]), HostTensor::zeros(&[rows]));
+        argmax::run_gumbel(&Cpu, (&xh, &keys), (0.8, 5), &mut value, &mut index).unwrap();
+        let (mut vd, mut id) = (s.zeros(&[rows]).unwrap(), s.zeros(&[rows]).unwrap());
+        let (xd, kd) = (s.upload(&xh).unwrap(), s.upload(&keys).unwrap());
+        argmax::run_gumbel(&s, (&xd, &kd), (0.8, 5), &mut vd, &mut id).unwrap();
+        assert_eq!(
+            s.download(&id).unwrap().to_vec(),
+            index.to_vec(),
+            "gumbel {rows}x{cols}"
+        );
+        let values: Vec<f64> = value.to_vec().iter().map(|&v| v as f64).collect();
+        let got: Vec<f64> = s.download(&vd).unwrap().to_vec().iter().map(|&v| v as f64).collect();
+        assert_close(&format!("gumbel {rows}x{cols} values"), &got, &values, 1e-5);
+    }
+}
+
 fn cumsum_matches_cpu_reference(d: Arc<Device>) {
     let s = d.stream();
     let mut rng = Rng::new(12);
@@ -1085,6 +1116,7 @@ fn main() -> ExitCode {
         Test::gpu("softmax_matches_cpu_reference", softmax_matches_cpu_reference),
         Test::gpu("cumsum_matches_cpu_reference", cumsum_matches_cpu_reference),
         Test::gpu("argmax_matches_f64_reference", argmax_matches_f64_reference),
+        Test::gpu("gumbel_max_matches_cpu_reference", gumbel_max_matches_cpu_reference),
         Test::gpu(
             "layer_norm_and_rms_norm_match_cpu_reference",
             layer_norm_and_rms_norm_match_cpu_reference,

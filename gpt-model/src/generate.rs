@@ -108,6 +108,13 @@ pub(crate) trait Decoder {
     fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
     /// Each sequence's largest logit and its token id (the lowest on a tie).
     fn decode_greedy(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>>;
+    /// Each sequence's token drawn at a temperature with its key, and its perturbed logit.
+    fn decode_sampled(
+        &self,
+        cache: &mut Self::Cache,
+        tokens: &[Option<u32>],
+        sample: (f32, &[u32]),
+    ) -> Result<Vec<(f32, u32)>>;
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
 
@@ -128,6 +135,14 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     }
     fn decode_greedy(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         self.1.decode_greedy(self.0, cache, tokens)
+    }
+    fn decode_sampled(
+        &self,
+        cache: &mut KvCache<B, T>,
+        tokens: &[Option<u32>],
+        sample: (f32, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        self.1.decode_sampled(self.0, cache, tokens, sample)
     }
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
         cache.lengths()
@@ -214,13 +229,19 @@ pub(crate) fn run<D: Decoder>(
                 *n = None;
             }
         }
-        // Greedy steps find each row's largest logit on the backend.
+        // Greedy and plain-temperature steps pick on the backend.
         if sampling.is_greedy() {
             picked = model
                 .decode_greedy(&mut cache, &next)?
                 .into_iter()
                 .map(|(_, t)| t)
                 .collect();
+        } else if let Some(t) = sampling.on_device() {
+            let keys: Vec<u32> = (samplers.iter_mut().zip(&running))
+                .map(|(s, &r)| if r { s.key() } else { 0 })
+                .collect();
+            let drawn = model.decode_sampled(&mut cache, &next, (t, &keys))?;
+            picked = drawn.into_iter().map(|(_, token)| token).collect();
         } else {
             let logits = model.decode(&mut cache, &next)?;
             for (s, sampler) in samplers.iter_mut().enumerate() {

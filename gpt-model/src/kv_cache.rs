@@ -26,9 +26,12 @@ pub struct KvCache<B: Backend, T: Element> {
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
     pub(crate) logits: B::Tensor<T>,
-    /// A greedy step's largest logit per sequence, and its column.
+    /// A step's pick per sequence (its largest logit, or largest
+    /// perturbed logit when sampling), and its column.
     pub(crate) best: B::Tensor<f32>,
     pub(crate) best_column: B::Tensor<i32>,
+    /// A sampling step's random key per sequence, written in place.
+    pub(crate) keys: B::Tensor<u32>,
     /// The decode step recorded for replay, with the key of the model and
     /// its products it was recorded from.
     pub(crate) graph: Option<(StepKey, B::Graph)>,
@@ -37,9 +40,32 @@ pub struct KvCache<B: Backend, T: Element> {
 }
 
 /// What a recorded decode step depends on besides the cache: the model
-/// (its identity), whether its products run in IEEE f32, and whether it
-/// ends with each row's largest logit (a greedy step).
-pub(crate) type StepKey = (u64, bool, bool);
+/// (its identity), whether its products run in IEEE f32, and how it ends
+/// ([`Pick`]; a temperature by its bits).
+pub(crate) type StepKey = (u64, bool, Option<Option<u32>>);
+
+/// How a decode step ends on the backend.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Pick {
+    /// With the logits.
+    Logits,
+    /// With each row's largest logit.
+    Greedy,
+    /// With a sample of each row's softmax at this temperature, by the
+    /// Gumbel-max trick, keyed by `KvCache::keys`.
+    Sample(f32),
+}
+
+impl Pick {
+    /// Its part of a [`StepKey`].
+    pub(crate) fn key(self) -> Option<Option<u32>> {
+        match self {
+            Pick::Logits => None,
+            Pick::Greedy => Some(None),
+            Pick::Sample(t) => Some(Some(t.to_bits())),
+        }
+    }
+}
 
 impl<B: Backend, T: Element> KvCache<B, T> {
     /// An empty cache of `heads` heads for `batch` sequences of up to
@@ -70,6 +96,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             logits: on.zeros(&[batch, vocab])?,
             best: on.zeros(&[batch])?,
             best_column: on.zeros(&[batch])?,
+            keys: on.zeros(&[batch])?,
             graph: None,
             steps: 0,
         })

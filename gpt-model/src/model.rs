@@ -5,8 +5,9 @@
 //! Three passes share the layers: [`Gpt::forward`] (every position's
 //! logits, no cache), [`Gpt::prefill`] (a batch of prompts, writing their
 //! keys and values into a [`KvCache`]) and [`Gpt::decode`] (one token per
-//! sequence, attending to the cache; [`Gpt::decode_greedy`] ends the step
-//! with each sequence's largest logit, found on the backend).
+//! sequence, attending to the cache; [`Gpt::decode_greedy`] and
+//! [`Gpt::decode_sampled`] end the step with each sequence's token, picked
+//! on the backend).
 //!
 //! A model may be one rank's [`Shard`] of a model split over several
 //! ([`TensorParallel`](crate::TensorParallel)): then its attention runs its
@@ -16,7 +17,7 @@
 
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{KvCache, Pick};
 use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
@@ -374,7 +375,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `[batch, vocab_size]`. A finished sequence (`None`) keeps its slot in
     /// the batch without growing: its row of logits is meaningless.
     pub fn decode(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
-        self.step(on, cache, tokens, false)?;
+        self.step(on, cache, tokens, Pick::Logits)?;
         download(on, &cache.logits)
     }
 
@@ -383,7 +384,43 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// that the step downloads one pair per sequence instead of its
     /// logits. On a rank of a split model, the largest of its vocabulary.
     pub fn decode_greedy(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
-        self.step(on, cache, tokens, true)?;
+        self.step(on, cache, tokens, Pick::Greedy)?;
+        self.picked(on, cache)
+    }
+
+    /// [`Gpt::decode`] for sampling at `temperature` (finite, above 0,
+    /// without top-k or top-p): each sequence's token drawn on the backend
+    /// from the softmax of its logits over `temperature`, by the
+    /// Gumbel-max trick with the sequence's `keys` (one per sequence; a
+    /// key and the logits give one token), and its perturbed logit. On a
+    /// rank of a split model, the draw within its vocabulary: the largest
+    /// of the ranks' perturbed logits is the draw over the whole.
+    pub fn decode_sampled(
+        &self,
+        on: &B,
+        cache: &mut KvCache<B, T>,
+        tokens: &[Option<u32>],
+        (temperature, keys): (f32, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        if keys.len() != cache.batch() {
+            return Err(GptError::Prompt(format!(
+                "{} sampling keys for a cache of {} sequences",
+                keys.len(),
+                cache.batch()
+            )));
+        }
+        if !(temperature > 0.0 && (1.0 / temperature).is_finite()) {
+            return Err(GptError::Sampling(format!(
+                "temperature {temperature} can't be sampled on the backend: it needs a finite 1 / T"
+            )));
+        }
+        on.write(&mut cache.keys, keys)?;
+        self.step(on, cache, tokens, Pick::Sample(temperature))?;
+        self.picked(on, cache)
+    }
+
+    /// The step's pick per sequence: (value, token id).
+    fn picked(&self, on: &B, cache: &KvCache<B, T>) -> Result<Vec<(f32, u32)>> {
         let best = on.download(&cache.best)?.to_vec();
         let columns = on.download(&cache.best_column)?.to_vec();
         let first = self.shard.vocab.start as u32;
@@ -394,9 +431,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             .collect())
     }
 
-    /// A decode step (see [`Gpt::decode`]), ending with each row's largest
-    /// logit when `greedy`.
-    fn step(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>], greedy: bool) -> Result<()> {
+    /// A decode step (see [`Gpt::decode`]), ending as `pick` says.
+    fn step(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>], pick: Pick) -> Result<()> {
         if tokens.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
                 "{} tokens for a cache of {} sequences",
@@ -429,17 +465,17 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         on.write(&mut cache.positions, &positions)?;
         // The first step runs as it comes (it loads and tunes the kernels);
         // later ones replay it, recorded once per cache and model.
-        let key = (self.id, self.ieee(), greedy);
+        let key = (self.id, self.ieee(), pick.key());
         if !self.graphs || cache.steps == 0 {
-            self.decode_step(on, cache, greedy)?;
+            self.decode_step(on, cache, pick)?;
         } else {
             if cache.graph.as_ref().is_none_or(|(k, _)| *k != key) {
                 cache.graph = None;
-                cache.graph = on.capture(|| self.decode_step(on, cache, greedy))?.map(|g| (key, g));
+                cache.graph = on.capture(|| self.decode_step(on, cache, pick))?.map(|g| (key, g));
             }
             match &cache.graph {
                 Some((_, graph)) => on.replay(graph)?,
-                None => self.decode_step(on, cache, greedy)?,
+                None => self.decode_step(on, cache, pick)?,
             }
         }
         cache.steps += 1;
@@ -604,15 +640,20 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     }
 
     /// One decode step over the cache's token ids and positions, into its
-    /// logits, then (`greedy`) each row's largest: the work a recorded
-    /// step replays.
-    fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>, greedy: bool) -> Result<()> {
+    /// logits, then its pick: the work a recorded step replays.
+    fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>, pick: Pick) -> Result<()> {
         let b = cache.batch();
         let x = self.embed_on(on, &cache.ids, &cache.positions)?;
         let x = self.layers(on, x, (b, 1), Attend::Cache(cache))?;
         self.lm_head(on, &x, &mut cache.logits)?;
-        if greedy {
-            argmax::run(on, &cache.logits, &mut cache.best, &mut cache.best_column)?;
+        let (best, column) = (&mut cache.best, &mut cache.best_column);
+        match pick {
+            Pick::Logits => {}
+            Pick::Greedy => argmax::run(on, &cache.logits, best, column)?,
+            Pick::Sample(t) => {
+                let first = self.shard.vocab.start;
+                argmax::run_gumbel(on, (&cache.logits, &cache.keys), (t, first), best, column)?
+            }
         }
         Ok(())
     }

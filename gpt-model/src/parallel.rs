@@ -10,7 +10,7 @@
 //! the channels, and one all-reduce sums the ranks' partial results); the
 //! LM head is split over the vocabulary, each rank computing its slice of
 //! the logits, which [`TensorParallel`] joins on the host for sampling
-//! (a greedy step joins each rank's largest logit instead).
+//! (a greedy or plain-temperature step joins each rank's pick instead).
 //!
 //! The all-reduce is NCCL's across GPUs (cudarc's `nccl`, one process
 //! driving the GPUs, one thread per GPU) and a host sum across CPU ranks,
@@ -196,6 +196,21 @@ impl<T: Float + NcclType> Collective<T> for Stream {
     }
 }
 
+/// Per sequence, the ranks' pick (value, token) with the largest value, the
+/// first rank's on a tie (ranks hold the vocabulary in order).
+fn largest(ranks: Vec<Vec<(f32, u32)>>) -> Vec<(f32, u32)> {
+    let mut ranks = ranks.into_iter();
+    let mut best = ranks.next().unwrap_or_default();
+    for rank in ranks {
+        for (b, r) in best.iter_mut().zip(rank) {
+            if r.0 > b.0 {
+                *b = r;
+            }
+        }
+    }
+    best
+}
+
 /// A GPT-2 split over ranks, each on its own backend; with one rank, the
 /// plain model. Its passes run every rank at once (a thread each) and
 /// return the whole logits.
@@ -274,15 +289,22 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
     /// ranks hold the vocabulary in order).
     pub fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         let ranks = self.on_every_rank(cache, |on, model, cache| model.decode_greedy(on, cache, tokens))?;
-        let mut best = ranks[0].clone();
-        for rank in &ranks[1..] {
-            for (b, &r) in best.iter_mut().zip(rank) {
-                if r.0 > b.0 {
-                    *b = r;
-                }
-            }
-        }
-        Ok(best)
+        Ok(largest(ranks))
+    }
+
+    /// [`Gpt::decode_sampled`] on every rank: each sequence's token, the
+    /// ranks' draw with the largest perturbed logit (a token's noise is
+    /// the same on whichever rank holds it).
+    pub fn decode_sampled(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        tokens: &[Option<u32>],
+        sample: (f32, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        let ranks = self.on_every_rank(cache, |on, model, cache| {
+            model.decode_sampled(on, cache, tokens, sample)
+        })?;
+        Ok(largest(ranks))
     }
 
     /// [`generate`](crate::generate()) on the split model.
@@ -353,6 +375,14 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     }
     fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         TensorParallel::decode_greedy(self, cache, tokens)
+    }
+    fn decode_sampled(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        tokens: &[Option<u32>],
+        sample: (f32, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        TensorParallel::decode_sampled(self, cache, tokens, sample)
     }
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
         cache.lengths()

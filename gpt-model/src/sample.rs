@@ -2,7 +2,8 @@
 //! samples: temperature, then top-k, then top-p (nucleus); greedy at
 //! temperature 0. Seeded: a seed reproduces a sample, and each sequence of a
 //! batch draws from its own generator, so a batch samples what its prompts
-//! sample alone.
+//! sample alone. Decode steps pick greedy and plain-temperature tokens on
+//! the backend ([`Sampling::on_device`]), keyed by the same generators.
 
 use crate::{GptError, Result};
 
@@ -54,6 +55,17 @@ impl Sampling {
     pub fn is_greedy(&self) -> bool {
         self.temperature == 0.0 || self.top_k == Some(1)
     }
+
+    /// The temperature at which decode steps draw their tokens on the
+    /// backend ([`Gpt::decode_sampled`](crate::Gpt::decode_sampled)): plain
+    /// temperature sampling, without top-k or top-p below 1, at a
+    /// temperature whose inverse is finite. Otherwise the logits come to
+    /// the host and [`Sampler::pick`] draws.
+    pub fn on_device(&self) -> Option<f32> {
+        let whole = self.top_k.is_none() && self.top_p.is_none_or(|p| p >= 1.0);
+        let t = self.temperature;
+        (!self.is_greedy() && whole && (1.0 / t).is_finite()).then_some(t)
+    }
 }
 
 /// One sequence's token picker: the parameters and a seeded generator
@@ -73,11 +85,21 @@ impl Sampler {
         }
     }
 
-    fn uniform(&mut self) -> f64 {
+    fn next(&mut self) -> u64 {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
-        (self.state >> 11) as f64 / (1u64 << 53) as f64
+        self.state
+    }
+
+    fn uniform(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// A draw of this sequence's generator as the key of a step that
+    /// samples on the backend ([`Sampling::on_device`]).
+    pub fn key(&mut self) -> u32 {
+        (self.next() >> 32) as u32
     }
 
     /// The next token given one position's logits.

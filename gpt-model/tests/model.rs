@@ -142,29 +142,44 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     assert_eq!(greedy_cache.lengths(), &[18]);
 }
 
-/// A ragged batch, sampled, generates what each prompt generates alone.
+/// A ragged batch, sampled, generates what each prompt generates alone:
+/// with top-k and top-p (picked on the host), and at a plain temperature
+/// (drawn on the backend), where a seed gives the same tokens again and
+/// another seed others.
 fn batch_equals_alone<B: Backend>(on: &B, what: &str) {
     let checkpoint = Checkpoint::embedded().unwrap();
     let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
     let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
     let texts = ["ROMEO:\n", "JULIET:\nO Romeo, Romeo! wherefore art thou", "A"];
     let prompts: Vec<Vec<u32>> = texts.iter().map(|t| tokenizer.encode(t).unwrap()).collect();
-    let sampling = Sampling {
+    let filtered = Sampling {
         temperature: 0.8,
         top_k: Some(20),
         top_p: Some(0.95),
         seed: 3,
     };
-    let request = |prompts: Vec<Vec<u32>>| Request {
-        prompts,
-        max_new_tokens: 12,
-        sampling,
-        stop: None,
+    let plain = Sampling {
+        top_k: None,
+        top_p: None,
+        ..filtered
     };
-    let batch = generate(on, &model, &request(prompts.clone()), |_, _| true).unwrap();
-    for (i, p) in prompts.into_iter().enumerate() {
-        let alone = generate(on, &model, &request(vec![p]), |_, _| true).unwrap();
-        assert_eq!(batch.tokens[i], alone.tokens[0], "{what}: sequence {i}");
+    assert_eq!((filtered.on_device(), plain.on_device()), (None, Some(0.8)));
+    for sampling in [filtered, plain] {
+        let request = |prompts: Vec<Vec<u32>>, seed| Request {
+            prompts,
+            max_new_tokens: 12,
+            sampling: Sampling { seed, ..sampling },
+            stop: None,
+        };
+        let batch = generate(on, &model, &request(prompts.clone(), 3), |_, _| true).unwrap();
+        for (i, p) in prompts.iter().enumerate() {
+            let alone = generate(on, &model, &request(vec![p.clone()], 3), |_, _| true).unwrap();
+            assert_eq!(batch.tokens[i], alone.tokens[0], "{what}: {sampling:?}: sequence {i}");
+        }
+        let again = generate(on, &model, &request(prompts.clone(), 3), |_, _| true).unwrap();
+        let other = generate(on, &model, &request(prompts.clone(), 4), |_, _| true).unwrap();
+        assert_eq!(again.tokens, batch.tokens, "{what}: {sampling:?}: the same seed");
+        assert_ne!(other.tokens, batch.tokens, "{what}: {sampling:?}: another seed");
     }
 }
 

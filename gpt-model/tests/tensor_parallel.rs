@@ -84,6 +84,21 @@ fn split_equals_whole<B: Collective<T> + Clone, T: Float>(
     if same_tokens {
         assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: greedy tokens");
     }
+    // Drawn at a temperature on every rank, each token's noise the same
+    // on whichever rank holds it.
+    let request = Request {
+        sampling: Sampling {
+            temperature: 0.9,
+            seed: 5,
+            ..Sampling::GREEDY
+        },
+        ..request
+    };
+    let want = generate(whole, &model, &request, |_, _| true).unwrap();
+    let got = split.generate(&request, |_, _| true).unwrap();
+    if same_tokens {
+        assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: sampled tokens");
+    }
 }
 
 fn cpu_two_and_three_ranks_equal_one() {

@@ -158,6 +158,30 @@ pub fn argmax_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f64> {
     x
 }
 
+/// How often each of four tokens is drawn by `gumbel_max_rows` at
+/// temperature `t` over `rows` keys (one row each), against
+/// `softmax(logits / t)` in f64: the largest gap.
+pub fn gumbel_frequency_gap<B: tile::Backend>(on: &B, rows: usize, t: f32) -> f64 {
+    let logits = [2.0f64.ln(), 1.0f64.ln(), 0.5f64.ln(), 0.5f64.ln()].map(|l| l + 3.0);
+    let x: Vec<f64> = (0..rows).flat_map(|_| logits).collect();
+    let keys: Vec<u32> = (0..rows as u32).map(|r| r.wrapping_mul(2_654_435_761)).collect();
+    let (x, keys) = (
+        on.upload(&host::<f32>(&x, &[rows, 4])).unwrap(),
+        on.upload_slice(&keys, &[rows]).unwrap(),
+    );
+    let (mut value, mut index) = (on.zeros(&[rows]).unwrap(), on.zeros::<i32>(&[rows]).unwrap());
+    tile_kernels::argmax::run_gumbel(on, (&x, &keys), (t, 0), &mut value, &mut index).unwrap();
+    let mut counts = [0usize; 4];
+    for &i in on.download(&index).unwrap().to_vec().iter() {
+        counts[i as usize] += 1;
+    }
+    let weights = logits.map(|l| (l / t as f64).exp());
+    let total: f64 = weights.iter().sum();
+    (0..4)
+        .map(|i| (counts[i] as f64 / rows as f64 - weights[i] / total).abs())
+        .fold(0.0, f64::max)
+}
+
 pub fn cumsum_ref(x: &[f64], cols: usize) -> Vec<f64> {
     x.chunks(cols)
         .flat_map(|row| {
