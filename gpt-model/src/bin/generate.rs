@@ -158,10 +158,13 @@ fn run(args: &Args) -> Result<(), Failure> {
             .collect::<tile::Result<Vec<_>>>()
             .map_err(|e| GptError::Parallel(format!("--gpus {n}: {e}")))?;
         let names: Vec<&str> = devices.iter().map(|d| d.name()).collect();
-        eprintln!(
-            "[running on {n} GPUs ({}) through the CUDA driver and NCCL]",
-            names.join(", ")
-        );
+        match n {
+            1 => eprintln!("[running on {} through the CUDA driver]", names.join("")),
+            _ => eprintln!(
+                "[running on {n} GPUs ({}) through the CUDA driver and NCCL]",
+                names.join(", ")
+            ),
+        }
         return job.run_in(devices.iter().map(|d| d.stream()).collect(), args.dtype);
     }
     let device = if args.cpu { None } else { Some(tile::Device::new(0)) };
