@@ -10,7 +10,7 @@ use tile::prelude::*;
 /// `value[r] = max x[r]` and `index[r]` its first position, `BLOCK`
 /// columns at a time, one row per block. NaN is skipped, as `max` skips
 /// it; a row of NaN and −∞ gives −∞ at position 0.
-#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 4096])]
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 16384], num_warps = 16)]
 pub fn argmax_rows<T, const BLOCK: usize>(
     x: &Tensor<T, { [M, N] }>,
     value: &mut Tensor<f32, { [M] }>,
@@ -40,7 +40,7 @@ pub fn run<T: Element, B: Backend>(
     index: &mut B::Tensor<i32>,
 ) -> tile::Result<()> {
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
-    let block = if cols > 1024 { 4096 } else { 1024 };
+    let block = if cols > 1024 { 16384 } else { 1024 };
     argmax_rows::launch_with(on, &[block], rows as u32, x, value, index)
 }
 
@@ -50,7 +50,7 @@ pub fn run<T: Element, B: Backend>(
 /// `first` (a rank's first vocabulary column, for a vocabulary split over
 /// ranks): the position is a sample of `softmax(x[r] / T)`, the same for a
 /// key whichever block or rank holds the column. `inv_t` is `1 / T`.
-#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 4096])]
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 16384], num_warps = 16)]
 pub fn gumbel_max_rows<T, const BLOCK: usize>(
     x: &Tensor<T, { [M, N] }>,
     key: &Tensor<u32, { [M] }>,
@@ -101,7 +101,7 @@ pub fn run_gumbel<T: Element, B: Backend>(
     index: &mut B::Tensor<i32>,
 ) -> tile::Result<()> {
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
-    let block = if cols > 1024 { 4096 } else { 1024 };
+    let block = if cols > 1024 { 16384 } else { 1024 };
     let grid = rows as u32;
     let first = first as i32;
     gumbel_max_rows::launch_with(on, &[block], grid, x, key, value, index, 1.0 / temperature, first)
