@@ -40,9 +40,8 @@ pub struct KvCache<B: Backend, T: Element> {
 }
 
 /// What a recorded decode step depends on besides the cache: the model
-/// (its identity), whether its products run in IEEE f32, and how it ends
-/// ([`Pick`]; a temperature by its bits).
-pub(crate) type StepKey = (u64, bool, Option<Option<u32>>);
+/// (its identity), whether its products run in IEEE f32, and how it ends.
+pub(crate) type StepKey = (u64, bool, Pick);
 
 /// How a decode step ends on the backend.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -54,17 +53,6 @@ pub(crate) enum Pick {
     /// With a sample of each row's softmax at this temperature, by the
     /// Gumbel-max trick, keyed by `KvCache::keys`.
     Sample(f32),
-}
-
-impl Pick {
-    /// Its part of a [`StepKey`].
-    pub(crate) fn key(self) -> Option<Option<u32>> {
-        match self {
-            Pick::Logits => None,
-            Pick::Greedy => Some(None),
-            Pick::Sample(t) => Some(Some(t.to_bits())),
-        }
-    }
 }
 
 impl<B: Backend, T: Element> KvCache<B, T> {

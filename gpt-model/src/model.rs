@@ -465,7 +465,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         on.write(&mut cache.positions, &positions)?;
         // The first step runs as it comes (it loads and tunes the kernels);
         // later ones replay it, recorded once per cache and model.
-        let key = (self.id, self.ieee(), pick.key());
+        let key = (self.id, self.ieee(), pick);
         if !self.graphs || cache.steps == 0 {
             self.decode_step(on, cache, pick)?;
         } else {
