@@ -590,6 +590,67 @@ fn casts_and_half_arithmetic_round_like_the_reference(d: Option<Arc<Device>>) {
     same(&s, "f16 arithmetic", &s_d, &sums, 0.0);
 }
 
+#[tile::kernel(B = [256])]
+fn float_bits<const B: usize>(
+    x: &Tensor<f32>,
+    bits: &mut Tensor<u32>,
+    back: &mut Tensor<f32>,
+    negated: &mut Tensor<f32>,
+) {
+    let i = block_id(0);
+    let b = x.load([i], [B]).bitcast::<u32>();
+    bits.store([i], b);
+    back.store([i], b.bitcast::<f32>());
+    // Flipping the sign bit through i32 negates, NaN included.
+    negated.store([i], (b.bitcast::<i32>() ^ i32::MIN).bitcast::<f32>());
+}
+
+fn bitcast_keeps_every_bit(d: Option<Arc<Device>>) {
+    let mut rng = Rng::new(28);
+    let n = 300;
+    let mut x = random_f32(&mut rng, &[n], 3.0);
+    let special = [
+        -0.0,
+        0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1e-45,
+        -f32::MAX,
+    ];
+    for (k, v) in special.into_iter().enumerate() {
+        x.set(&[k], v);
+    }
+    let bits_of = |v: Vec<f32>| v.iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    let want = bits_of(x.to_vec());
+    let negated: Vec<u32> = want.iter().map(|b| b ^ 0x8000_0000).collect();
+    let (mut b, mut back, mut neg) = (
+        HostTensor::full(&[n], 0u32),
+        HostTensor::zeros(&[n]),
+        HostTensor::zeros(&[n]),
+    );
+    float_bits::launch::<256, _>(&Cpu, cdiv(n, 256), &x, &mut b, &mut back, &mut neg).unwrap();
+    assert_eq!(b.to_vec(), want);
+    assert_eq!(
+        (bits_of(back.to_vec()), bits_of(neg.to_vec())),
+        (want.clone(), negated.clone())
+    );
+    let Some(s) = gpu(&d) else {
+        return;
+    };
+    let (mut b, mut back, mut neg) = (
+        s.full(&[n], 0u32).unwrap(),
+        s.zeros(&[n]).unwrap(),
+        s.zeros(&[n]).unwrap(),
+    );
+    float_bits::launch::<256, _>(&s, cdiv(n, 256), &s.upload(&x).unwrap(), &mut b, &mut back, &mut neg).unwrap();
+    assert_eq!(s.download(&b).unwrap().to_vec(), want, "bits");
+    let back = bits_of(s.download(&back).unwrap().to_vec());
+    let neg = bits_of(s.download(&neg).unwrap().to_vec());
+    assert_eq!((back, neg), (want, negated), "back, negated");
+}
+
 // ---- math functions ------------------------------------------------------------------------
 
 #[tile::kernel(B = [256])]
@@ -1457,6 +1518,7 @@ fn main() -> ExitCode {
                 "casts_and_half_arithmetic_round_like_the_reference",
                 casts_and_half_arithmetic_round_like_the_reference,
             ),
+            Test::cpu_then_gpu("bitcast_keeps_every_bit", bitcast_keeps_every_bit),
             Test::cpu_then_gpu("math_functions_match_f64", math_functions_match_f64),
             Test::cpu_then_gpu("reshapes_broadcasts_and_3d_tiles", reshapes_broadcasts_and_3d_tiles),
             Test::cpu_then_gpu("gather_and_scatter_by_index_tiles", gather_and_scatter_by_index_tiles),

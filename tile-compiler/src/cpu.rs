@@ -179,6 +179,10 @@ impl Cx<'_> {
                     UnaryOp::Erf => quote!(erf),
                     UnaryOp::Gelu => quote!(gelu),
                     UnaryOp::Abs => quote!(abs),
+                    UnaryOp::Bitcast => {
+                        let to = rust_type(func.values[r.expect("result")].dtype);
+                        quote!(bitcast::<_, #to>)
+                    }
                 };
                 let a_ = v(*a);
                 if is_tile(*a) {

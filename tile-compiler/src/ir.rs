@@ -74,6 +74,8 @@ pub enum UnaryOp {
     /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
     Gelu,
     Abs,
+    /// The same 32 bits read as the result's type (f32, i32, u32).
+    Bitcast,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -822,6 +822,36 @@ pub mod ops {
         })
     }
 
+    /// Reading 32 bits as another type (`.bitcast::<U>()`).
+    pub trait BitcastTo<U> {
+        /// The same bits as `U`.
+        fn bitcast(self) -> U;
+    }
+    /// `a`'s bits as `U` (`.bitcast::<U>()`), see [`BitcastTo`].
+    #[inline]
+    pub fn bitcast<T: BitcastTo<U>, U>(a: T) -> U {
+        a.bitcast()
+    }
+    macro_rules! bitcasts {
+        ($($from:ty => $to:ty : |$x:ident| $e:expr;)*) => {
+            $(impl BitcastTo<$to> for $from {
+                #[inline]
+                fn bitcast(self) -> $to {
+                    let $x = self;
+                    $e
+                }
+            })*
+        };
+    }
+    bitcasts! {
+        f32 => u32: |x| x.to_bits();
+        f32 => i32: |x| x.to_bits() as i32;
+        u32 => f32: |x| f32::from_bits(x);
+        i32 => f32: |x| f32::from_bits(x as u32);
+        u32 => i32: |x| x as i32;
+        i32 => u32: |x| x as u32;
+    }
+
     /// Conversion between element types with Rust `as` semantics (saturating
     /// float-to-int, bit-preserving i32/u32, round-to-nearest to half types).
     pub trait CastTo<U> {

@@ -179,6 +179,33 @@ impl Checker<'_> {
                     span,
                 )))
             }
+            "bitcast" => {
+                let Some(to) = self.generic_dtype(generics, "bitcast", span)? else {
+                    bail!(span, "name the target type: `.bitcast::<u32>()`");
+                };
+                Self::arg_count(args, 0, "bitcast", "t.bitcast::<u32>()", span)?;
+                let id = self.concrete(rv, None, recv.span())?;
+                let ty = self.ty(id).clone();
+                let word = [DType::F32, DType::I32, DType::U32];
+                if !(word.contains(&ty.dtype) && word.contains(&to)) {
+                    bail!(
+                        span,
+                        "`.bitcast::<{to}>()` reads {ty}'s bits as {to}: it converts among f32, i32 and u32, 32 bits each (cast a half type to f32 first)"
+                    );
+                }
+                if ty.dtype == to {
+                    return Ok(Val::Value(id));
+                }
+                let rty = Ty {
+                    dtype: to,
+                    shape: ty.shape,
+                };
+                Ok(Val::Value(self.push(
+                    OpKind::Unary(UnaryOp::Bitcast, id),
+                    Some(rty),
+                    span,
+                )))
+            }
             "cast" => {
                 let Some(to) = self.generic_dtype(generics, "cast", span)? else {
                     bail!(span, "name the target type: `.cast::<f32>()`");
@@ -279,7 +306,7 @@ impl Checker<'_> {
             }
             _ => bail!(
                 method.span(),
-                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), cast, reshape, expand_dims, broadcast_to, transpose and permute"
+                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), cast, bitcast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
     }

@@ -44,7 +44,15 @@ impl Lower<'_> {
             (UnaryOp::Tanh, _) => self.emit(format!("tanh.approx.f32 {d}, {a};")),
             (UnaryOp::Erf, _) => return self.erf(a),
             (UnaryOp::Gelu, _) => return self.gelu(a),
+            (UnaryOp::Bitcast, _) => unreachable!("lowered by `bitcast`, which knows the result's type"),
         }
+        d
+    }
+
+    /// `a`'s 32 bits in a register of `to`'s class.
+    pub(super) fn bitcast(&mut self, to: DType, a: &str) -> String {
+        let d = self.reg(RegClass::of(to));
+        self.emit(format!("mov.b32 {d}, {a};"));
         d
     }
 

@@ -76,6 +76,10 @@ impl Lower<'_> {
                 self.scatter(*tensor, index, *value, *atomic);
                 vec![]
             }
+            OpKind::Unary(UnaryOp::Bitcast, a) => {
+                let to = self.dtype(r.expect("result"));
+                self.regs_of(*a).iter().map(|x| self.bitcast(to, x)).collect()
+            }
             OpKind::Unary(u, a) => {
                 let dt = self.dtype(*a);
                 self.regs_of(*a).iter().map(|x| self.unary(*u, dt, x)).collect()
