@@ -125,34 +125,40 @@ fn argmax_matches_f64_reference(d: Arc<Device>) {
     }
 }
 
-/// Temperature sampling by the Gumbel-max trick: the GPU draws what the
-/// CPU version draws for the same keys, and its frequencies follow the
-/// softmax.
+/// Sampling by the Gumbel-max trick, plain and with top-k and top-p: the
+/// GPU draws what the CPU version draws for the same keys, and its
+/// frequencies follow the kept columns' softmax.
 fn gumbel_max_matches_cpu_reference(d: Arc<Device>) {
     let s = d.stream();
-    for t in [1.0, 0.5] {
-        let gap = gumbel_frequency_gap(&s, 20_000, t);
-        assert!(gap < 0.012, "temperature {t}: frequencies {gap:.4} from the softmax");
-    }
+    gumbel_filters_check(&s, 40_000);
     let mut rng = Rng::new(17);
-    for (rows, cols) in [(16, 50257), (5, 1000), (3, 4097)] {
+    let draws = [
+        draw(0.8, None, None),
+        draw(0.8, Some(50), None),
+        draw(1.0, None, Some(0.9)),
+        draw(0.7, Some(200), Some(0.95)),
+    ];
+    for ((rows, cols), d) in [(16, 50257), (5, 1000), (3, 4097)]
+        .into_iter()
+        .flat_map(|c| draws.map(|d| (c, d)))
+    {
         let x = rng.normals(rows * cols, 3.0);
         let keys: Vec<u32> = (0..rows as u32).map(|r| r.wrapping_mul(97_531) ^ 5).collect();
         let keys = HostTensor::from_vec(keys, &[rows]).unwrap();
         let xh = host::<bf16>(&x, &[rows, cols]);
         let (mut value, mut index) = (HostTensor::zeros(&[rows]), HostTensor::zeros(&[rows]));
-        argmax::run_gumbel(&Cpu, (&xh, &keys), (0.8, 5), &mut value, &mut index).unwrap();
+        argmax::run_gumbel(&Cpu, (&xh, &keys), (d, 5), &mut value, &mut index).unwrap();
         let (mut vd, mut id) = (s.zeros(&[rows]).unwrap(), s.zeros(&[rows]).unwrap());
         let (xd, kd) = (s.upload(&xh).unwrap(), s.upload(&keys).unwrap());
-        argmax::run_gumbel(&s, (&xd, &kd), (0.8, 5), &mut vd, &mut id).unwrap();
+        argmax::run_gumbel(&s, (&xd, &kd), (d, 5), &mut vd, &mut id).unwrap();
         assert_eq!(
             s.download(&id).unwrap().to_vec(),
             index.to_vec(),
-            "gumbel {rows}x{cols}"
+            "gumbel {rows}x{cols} {d:?}"
         );
         let values: Vec<f64> = value.to_vec().iter().map(|&v| v as f64).collect();
         let got: Vec<f64> = s.download(&vd).unwrap().to_vec().iter().map(|&v| v as f64).collect();
-        assert_close(&format!("gumbel {rows}x{cols} values"), &got, &values, 1e-5);
+        assert_close(&format!("gumbel {rows}x{cols} {d:?} values"), &got, &values, 1e-5);
     }
 }
 

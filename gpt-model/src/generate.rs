@@ -8,6 +8,7 @@ use crate::sample::{Sampler, Sampling};
 use crate::{GptError, Result};
 use std::time::{Duration, Instant};
 use tile::Backend;
+use tile_kernels::argmax::Draw;
 
 /// What to generate.
 #[derive(Clone, Debug)]
@@ -108,13 +109,16 @@ pub(crate) trait Decoder {
     fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
     /// Each sequence's largest logit and its token id (the lowest on a tie).
     fn decode_greedy(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>>;
-    /// Each sequence's token drawn at a temperature with its key, and its perturbed logit.
+    /// Each sequence's token drawn as the draw says with its key, and its perturbed logit.
     fn decode_sampled(
         &self,
         cache: &mut Self::Cache,
         tokens: &[Option<u32>],
-        sample: (f32, &[u32]),
+        sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>>;
+    /// Whether one backend holds each step's whole vocabulary, as a draw
+    /// with top-k or top-p needs.
+    fn whole_vocabulary(&self) -> bool;
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
 
@@ -140,9 +144,12 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
         &self,
         cache: &mut KvCache<B, T>,
         tokens: &[Option<u32>],
-        sample: (f32, &[u32]),
+        sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
         self.1.decode_sampled(self.0, cache, tokens, sample)
+    }
+    fn whole_vocabulary(&self) -> bool {
+        true
     }
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
         cache.lengths()
@@ -165,6 +172,9 @@ pub(crate) fn run<D: Decoder>(
     let capacity = (longest + request.max_new_tokens).min(context);
     let mut cache = model.cache(batch, capacity)?;
     let mut samplers: Vec<Sampler> = (0..batch).map(|_| Sampler::new(sampling)).collect();
+    // Decode steps pick on the backend, but for top-k or top-p over a
+    // split vocabulary.
+    let draw = sampling.draw().filter(|d| !d.filters() || model.whole_vocabulary());
     let mut out = Output {
         tokens: vec![Vec::new(); batch],
         stops: vec![Stop::Length; batch],
@@ -229,18 +239,17 @@ pub(crate) fn run<D: Decoder>(
                 *n = None;
             }
         }
-        // Greedy and plain-temperature steps pick on the backend.
         if sampling.is_greedy() {
             picked = model
                 .decode_greedy(&mut cache, &next)?
                 .into_iter()
                 .map(|(_, t)| t)
                 .collect();
-        } else if let Some(t) = sampling.on_device() {
+        } else if let Some(draw) = draw {
             let keys: Vec<u32> = (samplers.iter_mut().zip(&running))
                 .map(|(s, &r)| if r { s.key() } else { 0 })
                 .collect();
-            let drawn = model.decode_sampled(&mut cache, &next, (t, &keys))?;
+            let drawn = model.decode_sampled(&mut cache, &next, (draw, &keys))?;
             picked = drawn.into_iter().map(|(_, token)| token).collect();
         } else {
             let logits = model.decode(&mut cache, &next)?;

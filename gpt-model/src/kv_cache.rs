@@ -5,6 +5,7 @@ use crate::Result;
 use crate::config::Config;
 use tile::Backend;
 use tile::Element;
+use tile_kernels::argmax::Draw;
 use tile_kernels::decode::DecodeScratch;
 
 /// Per layer, keys and values `[batch, capacity, heads · head size]`
@@ -50,9 +51,9 @@ pub(crate) enum Pick {
     Logits,
     /// With each row's largest logit.
     Greedy,
-    /// With a sample of each row's softmax at this temperature, by the
+    /// With a sample of each row's softmax as the draw says, by the
     /// Gumbel-max trick, keyed by `KvCache::keys`.
-    Sample(f32),
+    Sample(Draw),
 }
 
 impl<B: Backend, T: Element> KvCache<B, T> {

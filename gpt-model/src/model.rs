@@ -23,6 +23,7 @@ use crate::{GptError, Result};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tile::{Backend, DType, Element, HostTensor, TensorView};
+use tile_kernels::argmax::Draw;
 use tile_kernels::{argmax, attention, decode, embedding, gemv, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
@@ -388,19 +389,20 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         self.picked(on, cache)
     }
 
-    /// [`Gpt::decode`] for sampling at `temperature` (finite, above 0,
-    /// without top-k or top-p): each sequence's token drawn on the backend
-    /// from the softmax of its logits over `temperature`, by the
-    /// Gumbel-max trick with the sequence's `keys` (one per sequence; a
-    /// key and the logits give one token), and its perturbed logit. On a
-    /// rank of a split model, the draw within its vocabulary: the largest
-    /// of the ranks' perturbed logits is the draw over the whole.
+    /// [`Gpt::decode`] for sampling: each sequence's token drawn on the
+    /// backend from the softmax of its logits over the draw's temperature,
+    /// among the tokens its top-k and top-p keep, by the Gumbel-max trick
+    /// with the sequence's `keys` (one per sequence; a key and the logits
+    /// give one token), and its perturbed logit. On a rank of a split
+    /// model, the draw within its vocabulary: the largest of the ranks'
+    /// perturbed logits is the draw over the whole (without top-k or
+    /// top-p, which need the whole vocabulary).
     pub fn decode_sampled(
         &self,
         on: &B,
         cache: &mut KvCache<B, T>,
         tokens: &[Option<u32>],
-        (temperature, keys): (f32, &[u32]),
+        (draw, keys): (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
         if keys.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
@@ -409,13 +411,15 @@ impl<B: Backend, T: Float> Gpt<B, T> {
                 cache.batch()
             )));
         }
-        if !(temperature > 0.0 && (1.0 / temperature).is_finite()) {
-            return Err(GptError::Sampling(format!(
-                "temperature {temperature} can't be sampled on the backend: it needs a finite 1 / T"
-            )));
+        draw.check().map_err(|e| GptError::Sampling(e.to_string()))?;
+        let split = self.shard.vocab.len() < self.config.vocab_size;
+        if split && draw.filters() {
+            return Err(GptError::Sampling(
+                "top-k and top-p are drawn over the whole vocabulary, and this rank holds part of it".into(),
+            ));
         }
         on.write(&mut cache.keys, keys)?;
-        self.step(on, cache, tokens, Pick::Sample(temperature))?;
+        self.step(on, cache, tokens, Pick::Sample(draw))?;
         self.picked(on, cache)
     }
 
@@ -650,9 +654,9 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         match pick {
             Pick::Logits => {}
             Pick::Greedy => argmax::run(on, &cache.logits, best, column)?,
-            Pick::Sample(t) => {
+            Pick::Sample(draw) => {
                 let first = self.shard.vocab.start;
-                argmax::run_gumbel(on, (&cache.logits, &cache.keys), (t, first), best, column)?
+                argmax::run_gumbel(on, (&cache.logits, &cache.keys), (draw, first), best, column)?
             }
         }
         Ok(())

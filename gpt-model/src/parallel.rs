@@ -26,6 +26,7 @@ use cudarc::nccl::{Comm, NcclType, ReduceOp};
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
+use tile_kernels::argmax::Draw;
 
 /// The part of a model one rank holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,12 +295,13 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
 
     /// [`Gpt::decode_sampled`] on every rank: each sequence's token, the
     /// ranks' draw with the largest perturbed logit (a token's noise is
-    /// the same on whichever rank holds it).
+    /// the same on whichever rank holds it). Top-k and top-p need the
+    /// whole vocabulary on one rank.
     pub fn decode_sampled(
         &self,
         cache: &mut ShardedCache<B, T>,
         tokens: &[Option<u32>],
-        sample: (f32, &[u32]),
+        sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
         let ranks = self.on_every_rank(cache, |on, model, cache| {
             model.decode_sampled(on, cache, tokens, sample)
@@ -380,9 +382,12 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
         &self,
         cache: &mut ShardedCache<B, T>,
         tokens: &[Option<u32>],
-        sample: (f32, &[u32]),
+        sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
         TensorParallel::decode_sampled(self, cache, tokens, sample)
+    }
+    fn whole_vocabulary(&self) -> bool {
+        self.shards.len() == 1
     }
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
         cache.lengths()

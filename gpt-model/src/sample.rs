@@ -2,20 +2,23 @@
 //! samples: temperature, then top-k, then top-p (nucleus); greedy at
 //! temperature 0. Seeded: a seed reproduces a sample, and each sequence of a
 //! batch draws from its own generator, so a batch samples what its prompts
-//! sample alone. Decode steps pick greedy and plain-temperature tokens on
-//! the backend ([`Sampling::on_device`]), keyed by the same generators.
+//! sample alone. Decode steps pick their tokens on the backend
+//! ([`Sampling::draw`]), keyed by the same generators; the host picks the
+//! first token from the prompt's logits, by the same rules.
 
 use crate::{GptError, Result};
+use tile_kernels::argmax::Draw;
 
 /// How to pick tokens.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sampling {
     /// Divides the logits; 0 picks the most likely token (greedy).
     pub temperature: f32,
-    /// Keep only the `k` most likely tokens.
+    /// Keep only the `k` most likely tokens, and any as likely as the
+    /// `k`-th (as `transformers` does).
     pub top_k: Option<usize>,
     /// Keep the fewest most likely tokens whose probabilities sum to `p` or
-    /// more, `p` in (0, 1].
+    /// more, and any as likely as the last of them; `p` in (0, 1].
     pub top_p: Option<f32>,
     /// Seeds every sequence's generator.
     pub seed: u64,
@@ -56,15 +59,17 @@ impl Sampling {
         self.temperature == 0.0 || self.top_k == Some(1)
     }
 
-    /// The temperature at which decode steps draw their tokens on the
-    /// backend ([`Gpt::decode_sampled`](crate::Gpt::decode_sampled)): plain
-    /// temperature sampling, without top-k or top-p below 1, at a
-    /// temperature whose inverse is finite. Otherwise the logits come to
-    /// the host and [`Sampler::pick`] draws.
-    pub fn on_device(&self) -> Option<f32> {
-        let whole = self.top_k.is_none() && self.top_p.is_none_or(|p| p >= 1.0);
+    /// How decode steps draw their tokens on the backend
+    /// ([`Gpt::decode_sampled`](crate::Gpt::decode_sampled)) when not
+    /// greedy: at a temperature whose inverse is finite (a smaller one is
+    /// greedy for any logits f32 tells apart), with top-k and a top-p below 1.
+    pub fn draw(&self) -> Option<Draw> {
         let t = self.temperature;
-        (!self.is_greedy() && whole && (1.0 / t).is_finite()).then_some(t)
+        (!self.is_greedy() && (1.0 / t).is_finite()).then_some(Draw {
+            temperature: t,
+            top_k: self.top_k,
+            top_p: self.top_p.filter(|&p| p < 1.0),
+        })
     }
 }
 
@@ -97,7 +102,7 @@ impl Sampler {
     }
 
     /// A draw of this sequence's generator as the key of a step that
-    /// samples on the backend ([`Sampling::on_device`]).
+    /// samples on the backend ([`Sampling::draw`]).
     pub fn key(&mut self) -> u32 {
         (self.next() >> 32) as u32
     }
@@ -118,25 +123,29 @@ impl Sampler {
             .map(|(i, &l)| (((l as f64 - top) / t).exp(), i as u32))
             .filter(|(w, _)| *w > 0.0)
             .collect();
-        let k = self.sampling.top_k.unwrap_or(candidates.len()).min(candidates.len());
         let by_weight = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if k < candidates.len() {
-            candidates.select_nth_unstable_by(k - 1, by_weight);
-            candidates.truncate(k);
+        // Top-k keeps every token as likely as the k-th (`transformers`'
+        // rule, and the backend's).
+        if let Some(k) = self.sampling.top_k
+            && k < candidates.len()
+        {
+            let kth = candidates.select_nth_unstable_by(k - 1, by_weight).1.0;
+            candidates.retain(|c| c.0 >= kth);
         }
         if let Some(p) = self.sampling.top_p.filter(|&p| p < 1.0) {
             candidates.sort_unstable_by(by_weight);
             let total: f64 = candidates.iter().map(|c| c.0).sum();
             let mut sum = 0.0;
-            // The fewest tokens whose probability reaches p (at least one).
-            let keep = candidates
+            // The fewest tokens whose probability reaches p (at least
+            // one), and every tie of the last.
+            let last = candidates
                 .iter()
                 .position(|c| {
                     sum += c.0;
                     sum >= p as f64 * total
                 })
-                .map_or(candidates.len(), |i| i + 1);
-            candidates.truncate(keep);
+                .map_or(f64::MIN, |i| candidates[i].0);
+            candidates.retain(|c| c.0 >= last);
         }
         let total: f64 = candidates.iter().map(|c| c.0).sum();
         let mut r = self.uniform() * total;
@@ -212,6 +221,9 @@ mod tests {
             (top2[0] - 2.0 / 3.0).abs() < 0.01 && top2[2] == 0.0 && top2[3] == 0.0,
             "{top2:?}"
         );
+        // The third most likely ties with the fourth: top-3 keeps both.
+        let top3 = freq(counts(sampling(1.0, Some(3), None), &logits, n));
+        assert!((top3[3] - 0.125).abs() < 0.01, "{top3:?}");
         // 0.5 + 0.25 reaches 0.7: the nucleus is the first two tokens.
         let nucleus = freq(counts(sampling(1.0, None, Some(0.7)), &logits, n));
         assert!(

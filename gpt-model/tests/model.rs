@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::Backend;
+use tile_kernels::argmax::Draw;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -99,7 +100,8 @@ fn tiny_matches_transformers<B: Backend>(on: &B, what: &str, tol: f64, tf32: boo
 }
 
 /// Decoding with the cache gives, at every step, the logits of recomputing
-/// the whole sequence.
+/// the whole sequence; a greedy step, their largest; a step sampled with
+/// top-k 3, one of their three largest.
 fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
     let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
@@ -112,7 +114,17 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     model
         .prefill(on, &mut greedy_cache, std::slice::from_ref(&seq))
         .unwrap();
+    let mut sampled_cache = model.cache(on, 1, 40).unwrap();
+    model
+        .prefill(on, &mut sampled_cache, std::slice::from_ref(&seq))
+        .unwrap();
+    let top3 = Draw {
+        temperature: 2.0,
+        top_k: Some(3),
+        top_p: None,
+    };
     let mut best = None;
+    let mut drawn = None;
     for step in 0..12 {
         let full = model.forward(on, &seq).unwrap();
         let e = rel_err(
@@ -134,18 +146,32 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
                 "{what}: step {step}: greedy step"
             );
         }
+        if let Some((_, token)) = drawn {
+            let mut order = logits.clone();
+            order.sort_by(|a, b| b.total_cmp(a));
+            let third = order[2];
+            assert!(
+                logits[token as usize] >= third,
+                "{what}: step {step}: top-3 step drew {token}"
+            );
+        }
         seq.push(next);
         logits = model.decode(on, &mut cache, &[Some(next)]).unwrap();
         best = Some(model.decode_greedy(on, &mut greedy_cache, &[Some(next)]).unwrap()[0]);
+        let key = [step as u32 * 7919];
+        drawn = Some(
+            model
+                .decode_sampled(on, &mut sampled_cache, &[Some(next)], (top3, &key))
+                .unwrap()[0],
+        );
     }
     assert_eq!(cache.lengths(), &[18]);
     assert_eq!(greedy_cache.lengths(), &[18]);
 }
 
-/// A ragged batch, sampled, generates what each prompt generates alone:
-/// with top-k and top-p (picked on the host), and at a plain temperature
-/// (drawn on the backend), where a seed gives the same tokens again and
-/// another seed others.
+/// A ragged batch, sampled on the backend, generates what each prompt
+/// generates alone: with top-k and top-p, and at a plain temperature,
+/// where a seed gives the same tokens again and another seed others.
 fn batch_equals_alone<B: Backend>(on: &B, what: &str) {
     let checkpoint = Checkpoint::embedded().unwrap();
     let tokenizer = Tokenizer::for_checkpoint(&checkpoint);
@@ -163,7 +189,8 @@ fn batch_equals_alone<B: Backend>(on: &B, what: &str) {
         top_p: None,
         ..filtered
     };
-    assert_eq!((filtered.on_device(), plain.on_device()), (None, Some(0.8)));
+    let (f, p) = (filtered.draw().unwrap(), plain.draw().unwrap());
+    assert_eq!((f.top_k, f.top_p, p.filters()), (Some(20), Some(0.95), false));
     for sampling in [filtered, plain] {
         let request = |prompts: Vec<Vec<u32>>, seed| Request {
             prompts,

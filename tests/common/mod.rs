@@ -5,6 +5,7 @@
 pub mod harness;
 
 use tile::{Element, HostTensor, bf16, f16};
+use tile_kernels::argmax::Draw;
 
 /// A small deterministic generator (xorshift64*), seeded per test.
 pub struct Rng(u64);
@@ -158,28 +159,126 @@ pub fn argmax_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f64> {
     x
 }
 
-/// How often each of four tokens is drawn by `gumbel_max_rows` at
-/// temperature `t` over `rows` keys (one row each), against
-/// `softmax(logits / t)` in f64: the largest gap.
-pub fn gumbel_frequency_gap<B: tile::Backend>(on: &B, rows: usize, t: f32) -> f64 {
-    let logits = [2.0f64.ln(), 1.0f64.ln(), 0.5f64.ln(), 0.5f64.ln()].map(|l| l + 3.0);
-    let x: Vec<f64> = (0..rows).flat_map(|_| logits).collect();
-    let keys: Vec<u32> = (0..rows as u32).map(|r| r.wrapping_mul(2_654_435_761)).collect();
+/// A draw at temperature `t` with top-k and top-p.
+pub fn draw(t: f32, top_k: Option<usize>, top_p: Option<f32>) -> Draw {
+    Draw {
+        temperature: t,
+        top_k,
+        top_p,
+    }
+}
+
+/// The probability of each column of `row` under `draw`, in f64: the
+/// softmax at its temperature over the columns its top-k keeps (every tie
+/// of the k-th, as `transformers`), then its top-p (the fewest largest
+/// reaching `p`, with every tie of the last). NaN is never drawn.
+pub fn kept_softmax_ref(row: &[f64], d: Draw) -> Vec<f64> {
+    let t = d.temperature as f64;
+    let top = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let mut w: Vec<f64> = row
+        .iter()
+        .map(|&x| if x.is_nan() { 0.0 } else { ((x - top) / t).exp() })
+        .collect();
+    let mut order: Vec<f64> = w.clone();
+    order.sort_by(|a, b| b.total_cmp(a));
+    if let Some(k) = d.top_k.filter(|&k| k < row.len()) {
+        let kth = order[k - 1];
+        w.iter_mut().filter(|v| **v < kth).for_each(|v| *v = 0.0);
+    }
+    if let Some(p) = d.top_p {
+        let mut kept: Vec<f64> = w.iter().copied().filter(|&v| v > 0.0).collect();
+        kept.sort_by(|a, b| b.total_cmp(a));
+        let total: f64 = kept.iter().sum();
+        let mut sum = 0.0;
+        let last = kept
+            .iter()
+            .find(|&&v| {
+                sum += v;
+                sum >= p as f64 * total
+            })
+            .copied()
+            .unwrap_or(0.0);
+        w.iter_mut().filter(|v| **v < last).for_each(|v| *v = 0.0);
+    }
+    let total: f64 = w.iter().sum();
+    w.iter().map(|v| v / total).collect()
+}
+
+/// How often each column of one row of logits `row` (rounded to `T`) is
+/// drawn by `gumbel_max_rows` with `d` over `draws` keys, one row each.
+pub fn gumbel_counts<T: Num, B: tile::Backend>(on: &B, row: &[f64], draws: usize, d: Draw) -> Vec<usize> {
+    let cols = row.len();
+    let x: Vec<f64> = (0..draws).flat_map(|_| row.iter().copied()).collect();
+    let keys: Vec<u32> = (0..draws as u32).map(|r| r.wrapping_mul(2_654_435_761)).collect();
     let (x, keys) = (
-        on.upload(&host::<f32>(&x, &[rows, 4])).unwrap(),
-        on.upload_slice(&keys, &[rows]).unwrap(),
+        on.upload(&host::<T>(&x, &[draws, cols])).unwrap(),
+        on.upload_slice(&keys, &[draws]).unwrap(),
     );
-    let (mut value, mut index) = (on.zeros(&[rows]).unwrap(), on.zeros::<i32>(&[rows]).unwrap());
-    tile_kernels::argmax::run_gumbel(on, (&x, &keys), (t, 0), &mut value, &mut index).unwrap();
-    let mut counts = [0usize; 4];
+    let (mut value, mut index) = (on.zeros(&[draws]).unwrap(), on.zeros::<i32>(&[draws]).unwrap());
+    tile_kernels::argmax::run_gumbel(on, (&x, &keys), (d, 0), &mut value, &mut index).unwrap();
+    let mut counts = vec![0usize; cols];
     for &i in on.download(&index).unwrap().to_vec().iter() {
         counts[i as usize] += 1;
     }
-    let weights = logits.map(|l| (l / t as f64).exp());
-    let total: f64 = weights.iter().sum();
-    (0..4)
-        .map(|i| (counts[i] as f64 / rows as f64 - weights[i] / total).abs())
-        .fold(0.0, f64::max)
+    counts
+}
+
+/// `gumbel_counts` against `kept_softmax_ref` for `draws` keys: the
+/// largest gap between a column's frequency and its probability, and
+/// whether exactly the columns it keeps were drawn (`draws` large enough
+/// to draw each).
+pub fn gumbel_gap<T: Num, B: tile::Backend>(on: &B, row: &[f64], draws: usize, d: Draw) -> (f64, bool) {
+    let counts = gumbel_counts::<T, B>(on, row, draws, d);
+    let want = kept_softmax_ref(&rounded::<T>(row), d);
+    let gap = (counts.iter().zip(&want))
+        .map(|(&c, &p)| (c as f64 / draws as f64 - p).abs())
+        .fold(0.0, f64::max);
+    let same_support = counts.iter().zip(&want).all(|(&c, &p)| (c > 0) == (p > 0.0));
+    (gap, same_support)
+}
+
+/// The filtered draws every backend checks: four tokens of probabilities
+/// 0.5, 0.25, 0.125, 0.125 at temperature 1 under plain, top-k and top-p
+/// draws (ties at the cut kept); a ragged row of logits with ties, −∞ and
+/// NaN under top-k, top-p and both, in bf16, f16 and f32, drawing exactly the columns
+/// kept; `draws` keys each, the frequencies within 4.5 standard
+/// deviations of a probability of ½. Panics with the case that fails.
+pub fn gumbel_filters_check<B: tile::Backend>(on: &B, draws: usize) {
+    let tol = 4.5 * (0.25 / draws as f64).sqrt();
+    let four = [2.0f64.ln(), 1.0f64.ln(), 0.5f64.ln(), 0.5f64.ln()].map(|l| l + 3.0);
+    let cases = [
+        draw(1.0, None, None),
+        draw(0.5, None, None),
+        draw(1.0, Some(2), None),
+        draw(1.0, Some(3), None),
+        draw(1.0, None, Some(0.7)),
+        draw(1.0, None, Some(0.8)),
+        draw(1.0, Some(3), Some(0.6)),
+        draw(1.0, None, Some(0.01)),
+        draw(1.0, Some(9), None),
+    ];
+    for d in cases {
+        let (gap, support) = gumbel_gap::<bf16, B>(on, &four, draws, d);
+        assert!(gap < tol && support, "{d:?}: gap {gap:.4}, support {support}");
+    }
+    let mut rng = Rng::new(31);
+    // Steps of 1/8 round-trip in bf16: many ties, some at each cut.
+    let mut row: Vec<f64> = rng.normals(301, 1.5).iter().map(|v| (v * 8.0).round() / 8.0).collect();
+    row[7] = f64::NEG_INFINITY;
+    row[100] = f64::NAN;
+    for d in [
+        draw(1.0, Some(40), None),
+        draw(0.7, None, Some(0.5)),
+        draw(1.3, Some(60), Some(0.8)),
+        draw(8.0, Some(301), None),
+    ] {
+        let (gap, support) = gumbel_gap::<bf16, B>(on, &row, draws, d);
+        assert!(gap < tol && support, "bf16 row, {d:?}: gap {gap:.4}, support {support}");
+    }
+    let (gap, support) = gumbel_gap::<f16, B>(on, &row, draws, draw(1.0, Some(25), Some(0.9)));
+    assert!(gap < tol && support, "f16 row: gap {gap:.4}, support {support}");
+    let (gap, support) = gumbel_gap::<f32, B>(on, &row[..64], draws, draw(1.0, Some(10), Some(0.8)));
+    assert!(gap < tol && support, "f32 row: gap {gap:.4}, support {support}");
 }
 
 pub fn cumsum_ref(x: &[f64], cols: usize) -> Vec<f64> {

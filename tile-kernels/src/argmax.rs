@@ -2,7 +2,9 @@
 //! the GPU, so that a step downloads one token per sequence instead of
 //! its logits. And the same of the row scaled by `1 / T` plus Gumbel
 //! noise ([`gumbel_max_rows`]): the Gumbel-max trick, whose position is a
-//! sample of `softmax(x / T)`, temperature sampling without a sort.
+//! sample of `softmax(x / T)`, temperature sampling without a sort; top-k
+//! and top-p first find their thresholds by bisection over the logits'
+//! order, without a sort either.
 
 use tile::Element;
 use tile::prelude::*;
@@ -44,12 +46,27 @@ pub fn run<T: Element, B: Backend>(
     argmax_rows::launch_with(on, &[block], rows as u32, x, value, index)
 }
 
-/// `index[r]` = the position of the largest `x[r, c] / T + g(key[r], first + c)`,
-/// `value[r]` that largest; `g` is Gumbel noise, `-ln(-ln u)` with `u` in
-/// (0, 1) from a hash of the row's key and the column's number counted from
-/// `first` (a rank's first vocabulary column, for a vocabulary split over
-/// ranks): the position is a sample of `softmax(x[r] / T)`, the same for a
-/// key whichever block or rank holds the column. `inv_t` is `1 / T`.
+/// `index[r]` = the position of the largest `x[r, c] / T + g(key[r], first + c)`
+/// among the columns top-k and top-p keep, `value[r]` that largest; `g`
+/// is Gumbel noise, `-ln(-ln u)` with `u` in (0, 1) from a hash of the
+/// row's key and the column's number counted from `first` (a rank's first
+/// vocabulary column, for a vocabulary split over ranks): the position is
+/// a sample of the kept columns' `softmax(x[r] / T)`, the same for a key
+/// whichever block or rank holds the column. `inv_t` is `1 / T`.
+///
+/// Top-k keeps the columns whose logit is at least the `top_k`-th largest
+/// (every tie of it: `transformers`' rule), then top-p the fewest largest
+/// of those whose probabilities sum to `top_p` or more, with every tie of
+/// the last; `top_k` of `N` or more and `top_p` of 1 or more keep every
+/// column. Both are thresholds found by bisection over keys: a logit's
+/// bits made to sort as unsigned integers, cut to their top `bits` (what
+/// `T` holds: 32, 20 for f16, 16 for bf16). The largest key that leaves
+/// `top_k` columns above it is built two bits a pass (three trial keys
+/// counted at once), top-p's a bit a pass; each trial is compared as the
+/// float it stands for: `x` is above key `k` exactly when `x` exceeds
+/// `f(k)`, the float whose bits are `k` with the cut bits set, unsorted.
+/// NaN logits are never drawn; a row with none above −∞ gives −∞ at
+/// position 0.
 #[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 16384], num_warps = 16)]
 pub fn gumbel_max_rows<T, const BLOCK: usize>(
     x: &Tensor<T, { [M, N] }>,
@@ -58,12 +75,75 @@ pub fn gumbel_max_rows<T, const BLOCK: usize>(
     index: &mut Tensor<i32, { [M] }>,
     inv_t: f32,
     first: i32,
+    top_k: i32,
+    top_p: f32,
+    bits: i32,
 ) {
     let row = block_id(0);
+    let tiles = cdiv(N, BLOCK);
+    let cut = (32 - bits).cast::<u32>();
+    let low = (1u32 << cut) - 1;
+    // A column is kept when its key is above `floor`.
+    let mut floor = zeros::<u32>([1, 1]);
+    if top_k < N {
+        for b in 0..bits / 2 {
+            let digit = (bits - 2 - 2 * b).cast::<u32>();
+            let k1 = (floor | (1u32 << digit)) << cut | low;
+            let k2 = (floor | (2u32 << digit)) << cut | low;
+            let k3 = (floor | (3u32 << digit)) << cut | low;
+            let f1 = select(k1 >= 0x80000000, k1 & 0x7fffffff, min(!k1, 0xff800000)).bitcast::<f32>();
+            let f2 = select(k2 >= 0x80000000, k2 & 0x7fffffff, min(!k2, 0xff800000)).bitcast::<f32>();
+            let f3 = select(k3 >= 0x80000000, k3 & 0x7fffffff, min(!k3, 0xff800000)).bitcast::<f32>();
+            // Each column's three comparisons, in bytes of one count.
+            let mut above = zeros::<i32>([1, BLOCK]);
+            for j in 0..tiles {
+                let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
+                above += select(t > f1, 1, 0) + select(t > f2, 256, 0) + select(t > f3, 65536, 0);
+            }
+            let c1 = (above & 255).sum(1) >= top_k;
+            let c2 = ((above >> 8) & 255).sum(1) >= top_k;
+            let c3 = (above >> 16).sum(1) >= top_k;
+            let d = select(c3, 3u32, select(c2, 2u32, select(c1, 1u32, 0u32)));
+            floor = floor | (d << digit);
+        }
+    }
+    if top_p < 1.0 {
+        // The kept columns' weights exp((x - max) / T) and their sum.
+        let kf = floor << cut | low;
+        let kept = select(kf >= 0x80000000, kf & 0x7fffffff, min(!kf, 0xff800000)).bitcast::<f32>();
+        let mut top = full([1, 1], f32::NEG_INFINITY);
+        for j in 0..tiles {
+            top = max(
+                top,
+                x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>().max(1),
+            );
+        }
+        let mut total = zeros([1, BLOCK]);
+        for j in 0..tiles {
+            let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
+            total += select(t > kept, exp((t - top) * inv_t), 0.0);
+        }
+        let target = total.sum(1) * top_p;
+        let mut nucleus = zeros::<u32>([1, 1]);
+        for b in 0..bits {
+            let trial = nucleus | (1u32 << (bits - 1 - b).cast::<u32>());
+            let kb = max(trial, floor) << cut | low;
+            let bar = select(kb >= 0x80000000, kb & 0x7fffffff, min(!kb, 0xff800000)).bitcast::<f32>();
+            let mut mass = zeros([1, BLOCK]);
+            for j in 0..tiles {
+                let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
+                mass += select(t > bar, exp((t - top) * inv_t), 0.0);
+            }
+            nucleus = select(mass.sum(1) >= target, trial, nucleus);
+        }
+        floor = max(floor, nucleus);
+    }
+    let kf = floor << cut | low;
+    let kept = select(kf >= 0x80000000, kf & 0x7fffffff, min(!kf, 0xff800000)).bitcast::<f32>();
     let k = full([1, 1], key.get([row]));
     let mut best = full([1, 1], f32::NEG_INFINITY);
     let mut at = zeros([1, 1]).cast::<i32>();
-    for j in 0..cdiv(N, BLOCK) {
+    for j in 0..tiles {
         let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
         let column = (first + j * BLOCK as i32 + arange(BLOCK))
             .cast::<u32>()
@@ -79,7 +159,7 @@ pub fn gumbel_max_rows<T, const BLOCK: usize>(
             h = h ^ k;
         }
         let u = ((h >> 8).cast::<f32>() + 0.5) * (1.0 / 16777216.0);
-        let s = t * inv_t - log(-log(u));
+        let s = select(t > kept, t * inv_t - log(-log(u)), f32::NEG_INFINITY);
         let m = s.max(1);
         let larger = m > best;
         at = select(larger, s.argmax(1) + j * BLOCK as i32, at);
@@ -89,20 +169,92 @@ pub fn gumbel_max_rows<T, const BLOCK: usize>(
     index.store([row], at.reshape([1]));
 }
 
-/// A sample of `softmax(x[r] / T)` per row of `x: [rows, cols]`, by
-/// [`gumbel_max_rows`] with `key: [rows]`: its position into `index` and
-/// its perturbed score into `value` (a split vocabulary takes the rank
-/// with the largest). `first` numbers the columns from that.
+/// What a draw on the backend keeps and at which temperature
+/// ([`run_gumbel`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Draw {
+    /// Divides the logits: finite, above 0, with a finite inverse.
+    pub temperature: f32,
+    /// Keep the columns at least as large as the `k`-th largest (`k ≥ 1`).
+    pub top_k: Option<usize>,
+    /// Then the fewest largest whose probabilities sum to `p` or more,
+    /// with every tie of the last (`p` in (0, 1]).
+    pub top_p: Option<f32>,
+}
+
+impl Draw {
+    /// Whether top-k or top-p leave columns out, which takes the whole row.
+    pub fn filters(&self) -> bool {
+        self.top_k.is_some() || self.top_p.is_some()
+    }
+
+    /// A temperature, top-k or top-p out of its range is
+    /// [`tile::Error::Argument`].
+    pub fn check(&self) -> tile::Result<()> {
+        let bad = |reason: String| {
+            Err(tile::Error::Argument {
+                kernel: "gumbel_max_rows",
+                reason,
+            })
+        };
+        let t = self.temperature;
+        if !(t > 0.0 && (1.0 / t).is_finite()) {
+            return bad(format!(
+                "temperature {t} can't be sampled: it needs to be above 0 with a finite 1 / T"
+            ));
+        }
+        if self.top_k == Some(0) {
+            return bad("top-k 0 keeps no column: give 1 or more".into());
+        }
+        if let Some(p) = self.top_p
+            && !(p > 0.0 && p <= 1.0)
+        {
+            return bad(format!("top-p {p} is outside (0, 1]"));
+        }
+        Ok(())
+    }
+}
+
+/// A sample of `softmax(x[r] / T)` over the columns `draw` keeps, per row
+/// of `x: [rows, cols]`, by [`gumbel_max_rows`] with `key: [rows]`: its
+/// position into `index` and its perturbed score into `value` (a split
+/// vocabulary takes the rank with the largest; top-k and top-p need the
+/// whole row). `first` numbers the columns from that. A temperature,
+/// top-k or top-p out of its range is an error ([`Draw::check`]).
 pub fn run_gumbel<T: Element, B: Backend>(
     on: &B,
     (x, key): (&B::Tensor<T>, &B::Tensor<u32>),
-    (temperature, first): (f32, usize),
+    (draw, first): (Draw, usize),
     value: &mut B::Tensor<f32>,
     index: &mut B::Tensor<i32>,
 ) -> tile::Result<()> {
+    draw.check()?;
+    let Draw {
+        temperature,
+        top_k,
+        top_p,
+    } = draw;
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
     let block = if cols > 1024 { 16384 } else { 1024 };
-    let grid = rows as u32;
-    let first = first as i32;
-    gumbel_max_rows::launch_with(on, &[block], grid, x, key, value, index, 1.0 / temperature, first)
+    let top_k = top_k.map_or(cols, |k| k.min(cols)) as i32;
+    let bits = match T::DTYPE {
+        tile::DType::F16 => 20,
+        tile::DType::BF16 => 16,
+        _ => 32,
+    };
+    let (grid, inv_t, first, top_p) = (rows as u32, 1.0 / temperature, first as i32, top_p.unwrap_or(1.0));
+    gumbel_max_rows::launch_with(
+        on,
+        &[block],
+        grid,
+        x,
+        key,
+        value,
+        index,
+        inv_t,
+        first,
+        top_k,
+        top_p,
+        bits,
+    )
 }
