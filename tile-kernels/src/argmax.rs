@@ -61,13 +61,13 @@ pub fn run<T: Element, B: Backend>(
 /// column. Both are thresholds found by bisection over keys: a logit's
 /// bits made to sort as unsigned integers, cut to their top `bits` (what
 /// `T` holds: 32, 20 for f16, 16 for bf16). The largest key that leaves
-/// `top_k` columns above it is built two bits a pass (three trial keys
-/// counted at once), top-p's a bit a pass; each trial is compared as the
+/// `top_k` columns above it, or `top_p` of the kept probability, is built
+/// two bits a pass (three trial keys counted at once); each trial is compared as the
 /// float it stands for: `x` is above key `k` exactly when `x` exceeds
 /// `f(k)`, the float whose bits are `k` with the cut bits set, unsorted.
 /// NaN logits are never drawn; a row with none above −∞ gives −∞ at
 /// position 0.
-#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 16384], num_warps = 16)]
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 4096], num_warps = 16)]
 pub fn gumbel_max_rows<T, const BLOCK: usize>(
     x: &Tensor<T, { [M, N] }>,
     key: &Tensor<u32, { [M] }>,
@@ -125,16 +125,30 @@ pub fn gumbel_max_rows<T, const BLOCK: usize>(
         }
         let target = total.sum(1) * top_p;
         let mut nucleus = zeros::<u32>([1, 1]);
-        for b in 0..bits {
-            let trial = nucleus | (1u32 << (bits - 1 - b).cast::<u32>());
-            let kb = max(trial, floor) << cut | low;
-            let bar = select(kb >= 0x80000000, kb & 0x7fffffff, min(!kb, 0xff800000)).bitcast::<f32>();
-            let mut mass = zeros([1, BLOCK]);
+        for b in 0..bits / 2 {
+            let digit = (bits - 2 - 2 * b).cast::<u32>();
+            let k1 = max(nucleus | (1u32 << digit), floor) << cut | low;
+            let k2 = max(nucleus | (2u32 << digit), floor) << cut | low;
+            let k3 = max(nucleus | (3u32 << digit), floor) << cut | low;
+            let f1 = select(k1 >= 0x80000000, k1 & 0x7fffffff, min(!k1, 0xff800000)).bitcast::<f32>();
+            let f2 = select(k2 >= 0x80000000, k2 & 0x7fffffff, min(!k2, 0xff800000)).bitcast::<f32>();
+            let f3 = select(k3 >= 0x80000000, k3 & 0x7fffffff, min(!k3, 0xff800000)).bitcast::<f32>();
+            let mut m1 = zeros([1, BLOCK]);
+            let mut m2 = zeros([1, BLOCK]);
+            let mut m3 = zeros([1, BLOCK]);
             for j in 0..tiles {
                 let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
-                mass += select(t > bar, exp((t - top) * inv_t), 0.0);
+                let w = exp((t - top) * inv_t);
+                m1 += select(t > f1, w, 0.0);
+                m2 += select(t > f2, w, 0.0);
+                m3 += select(t > f3, w, 0.0);
             }
-            nucleus = select(mass.sum(1) >= target, trial, nucleus);
+            let d = select(
+                m3.sum(1) >= target,
+                3u32,
+                select(m2.sum(1) >= target, 2u32, select(m1.sum(1) >= target, 1u32, 0u32)),
+            );
+            nucleus = nucleus | (d << digit);
         }
         floor = max(floor, nucleus);
     }
@@ -235,7 +249,9 @@ pub fn run_gumbel<T: Element, B: Backend>(
         top_p,
     } = draw;
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
-    let block = if cols > 1024 { 16384 } else { 1024 };
+    // Top-p holds three running sums a column: tiles of 4,096 (as fast
+    // as 16,384 for a plain draw).
+    let block = if cols > 1024 { 4096 } else { 1024 };
     let top_k = top_k.map_or(cols, |k| k.min(cols)) as i32;
     let bits = match T::DTYPE {
         tile::DType::F16 => 20,
