@@ -19,7 +19,7 @@ PANELS = [
     ("## Matmul vs cuBLAS", "bursts", ["dtype", "M×K×N"], "matmul: / cuBLAS (bursts)", 0),
     ("## Causal attention", "/ default, per run", ["dtype", "D", "B×T"], "causal attention: × SDPA (lowest run)", 0),
     ("## GPT-2: prefill", "× baseline", ["workload", "baseline"], "GPT-2 124M: × the baseline", 0),
-    ("## GPT-2 over two GPUs", "2 / 1", ["workload"], "gpt2-xl shape: 2 GPUs / 1 GPU", 0),
+    ("## GPT-2 over several GPUs", "2 / 1", ["workload"], "gpt2-xl shape: 2 GPUs / 1 GPU", 0),
 ]
 
 
