@@ -622,6 +622,15 @@ fn gumbel_max_samples_the_kept_softmax_and_splits_by_columns() {
         };
         assert_eq!(joined, (whole.0[r], whole.1[r]), "row {r}");
     }
+    // The halves placed in the whole row (zeros elsewhere) sum to it.
+    let mut sum = vec![0.0f32; rows * cols];
+    for (range, first) in [(0..1800, 0), (1800..cols, 1800)] {
+        let part = host::<f32>(&half(range.clone()), &[rows, range.len()]);
+        let mut placed = HostTensor::full(&[rows, cols], f32::NAN);
+        argmax::place(&Cpu, &part, &mut placed, first).unwrap();
+        sum.iter_mut().zip(placed.to_vec()).for_each(|(s, p)| *s += p);
+    }
+    assert_eq!(sum, rounded::<f32>(&x).iter().map(|&v| v as f32).collect::<Vec<_>>());
     let distinct: std::collections::HashSet<i32> = whole.1.iter().copied().collect();
     assert!(distinct.len() > 20, "64 rows drew only {} tokens", distinct.len());
 }

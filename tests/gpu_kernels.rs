@@ -160,6 +160,19 @@ fn gumbel_max_matches_cpu_reference(d: Arc<Device>) {
         let got: Vec<f64> = s.download(&vd).unwrap().to_vec().iter().map(|&v| v as f64).collect();
         assert_close(&format!("gumbel {rows}x{cols} {d:?} values"), &got, &values, 1e-5);
     }
+    // A split vocabulary's columns placed in the whole row, as on the CPU.
+    let (rows, cols, first) = (16, 16_752, 16_753);
+    let part = host::<bf16>(&rng.normals(rows * cols, 3.0), &[rows, cols]);
+    let mut want = HostTensor::full(&[rows, 50257], bf16::NAN);
+    argmax::place(&Cpu, &part, &mut want, first).unwrap();
+    let mut got = s.full(&[rows, 50257], bf16::NAN).unwrap();
+    argmax::place(&s, &s.upload(&part).unwrap(), &mut got, first).unwrap();
+    let bits = |v: Vec<bf16>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(s.download(&got).unwrap().to_vec()),
+        bits(want.to_vec()),
+        "placed columns"
+    );
 }
 
 fn cumsum_matches_cpu_reference(d: Arc<Device>) {

@@ -116,9 +116,7 @@ pub(crate) trait Decoder {
         tokens: &[Option<u32>],
         sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>>;
-    /// Whether one backend holds each step's whole vocabulary, as a draw
-    /// with top-k or top-p needs.
-    fn whole_vocabulary(&self) -> bool;
+
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
 
@@ -148,9 +146,7 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     ) -> Result<Vec<(f32, u32)>> {
         self.1.decode_sampled(self.0, cache, tokens, sample)
     }
-    fn whole_vocabulary(&self) -> bool {
-        true
-    }
+
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
         cache.lengths()
     }
@@ -172,9 +168,8 @@ pub(crate) fn run<D: Decoder>(
     let capacity = (longest + request.max_new_tokens).min(context);
     let mut cache = model.cache(batch, capacity)?;
     let mut samplers: Vec<Sampler> = (0..batch).map(|_| Sampler::new(sampling)).collect();
-    // Decode steps pick on the backend, but for top-k or top-p over a
-    // split vocabulary.
-    let draw = sampling.draw().filter(|d| !d.filters() || model.whole_vocabulary());
+    // Decode steps pick on the backend.
+    let draw = sampling.draw();
     let mut out = Output {
         tokens: vec![Vec::new(); batch],
         stops: vec![Stop::Length; batch],

@@ -27,6 +27,9 @@ pub struct KvCache<B: Backend, T: Element> {
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
     pub(crate) logits: B::Tensor<T>,
+    /// On a rank holding part of the vocabulary, the whole row of logits,
+    /// `[batch, vocab_size]`, for draws that need it (top-k, top-p).
+    pub(crate) whole: Option<B::Tensor<T>>,
     /// A step's pick per sequence (its largest logit, or largest
     /// perturbed logit when sampling), and its column.
     pub(crate) best: B::Tensor<f32>,
@@ -83,6 +86,10 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
             logits: on.zeros(&[batch, vocab])?,
+            whole: match vocab < config.vocab_size {
+                true => Some(on.zeros(&[batch, config.vocab_size])?),
+                false => None,
+            },
             best: on.zeros(&[batch])?,
             best_column: on.zeros(&[batch])?,
             keys: on.zeros(&[batch])?,

@@ -386,7 +386,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// logits. On a rank of a split model, the largest of its vocabulary.
     pub fn decode_greedy(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         self.step(on, cache, tokens, Pick::Greedy)?;
-        self.picked(on, cache)
+        self.picked(on, cache, Pick::Greedy)
     }
 
     /// [`Gpt::decode`] for sampling: each sequence's token drawn on the
@@ -395,8 +395,9 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// with the sequence's `keys` (one per sequence; a key and the logits
     /// give one token), and its perturbed logit. On a rank of a split
     /// model, the draw within its vocabulary: the largest of the ranks'
-    /// perturbed logits is the draw over the whole (without top-k or
-    /// top-p, which need the whole vocabulary).
+    /// perturbed logits is the draw over the whole; with top-k or top-p,
+    /// which need the whole row, every rank draws from it (an all-reduce
+    /// joins the ranks' columns).
     pub fn decode_sampled(
         &self,
         on: &B,
@@ -412,22 +413,20 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             )));
         }
         draw.check().map_err(|e| GptError::Sampling(e.to_string()))?;
-        let split = self.shard.vocab.len() < self.config.vocab_size;
-        if split && draw.filters() {
-            return Err(GptError::Sampling(
-                "top-k and top-p are drawn over the whole vocabulary, and this rank holds part of it".into(),
-            ));
-        }
         on.write(&mut cache.keys, keys)?;
         self.step(on, cache, tokens, Pick::Sample(draw))?;
-        self.picked(on, cache)
+        self.picked(on, cache, Pick::Sample(draw))
     }
 
-    /// The step's pick per sequence: (value, token id).
-    fn picked(&self, on: &B, cache: &KvCache<B, T>) -> Result<Vec<(f32, u32)>> {
+    /// The pick of a step that ended as `pick`, per sequence: (value,
+    /// token id).
+    fn picked(&self, on: &B, cache: &KvCache<B, T>, pick: Pick) -> Result<Vec<(f32, u32)>> {
         let best = on.download(&cache.best)?.to_vec();
         let columns = on.download(&cache.best_column)?.to_vec();
-        let first = self.shard.vocab.start as u32;
+        let first = match self.whole_row(cache, pick) {
+            true => 0,
+            false => self.shard.vocab.start as u32,
+        };
         Ok(best
             .into_iter()
             .zip(columns)
@@ -650,15 +649,30 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let x = self.embed_on(on, &cache.ids, &cache.positions)?;
         let x = self.layers(on, x, (b, 1), Attend::Cache(cache))?;
         self.lm_head(on, &x, &mut cache.logits)?;
+        let whole_row = self.whole_row(cache, pick);
         let (best, column) = (&mut cache.best, &mut cache.best_column);
-        match pick {
-            Pick::Logits => {}
-            Pick::Greedy => argmax::run(on, &cache.logits, best, column)?,
-            Pick::Sample(draw) => {
+        match (pick, &mut cache.whole, &self.all_reduce) {
+            (Pick::Logits, ..) => {}
+            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, best, column)?,
+            // Top-k and top-p over a split vocabulary: each rank places its
+            // columns in the whole row, an all-reduce joins them, and every
+            // rank draws the same token from it.
+            (Pick::Sample(draw), Some(whole), Some(all_reduce)) if whole_row => {
+                argmax::place(on, &cache.logits, whole, self.shard.vocab.start)?;
+                all_reduce.sum(on, whole)?;
+                argmax::run_gumbel(on, (whole, &cache.keys), (draw, 0), best, column)?
+            }
+            (Pick::Sample(draw), ..) => {
                 let first = self.shard.vocab.start;
                 argmax::run_gumbel(on, (&cache.logits, &cache.keys), (draw, first), best, column)?
             }
         }
         Ok(())
+    }
+
+    /// Whether a step ending as `pick` draws from the whole vocabulary's
+    /// row though this rank holds part of it (top-k and top-p need it).
+    fn whole_row(&self, cache: &KvCache<B, T>, pick: Pick) -> bool {
+        matches!(pick, Pick::Sample(d) if d.filters()) && cache.whole.is_some() && self.all_reduce.is_some()
     }
 }

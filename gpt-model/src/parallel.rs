@@ -295,8 +295,8 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
 
     /// [`Gpt::decode_sampled`] on every rank: each sequence's token, the
     /// ranks' draw with the largest perturbed logit (a token's noise is
-    /// the same on whichever rank holds it). Top-k and top-p need the
-    /// whole vocabulary on one rank.
+    /// the same on whichever rank holds it); with top-k or top-p, every
+    /// rank's draw from the whole row.
     pub fn decode_sampled(
         &self,
         cache: &mut ShardedCache<B, T>,
@@ -386,9 +386,7 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     ) -> Result<Vec<(f32, u32)>> {
         TensorParallel::decode_sampled(self, cache, tokens, sample)
     }
-    fn whole_vocabulary(&self) -> bool {
-        self.shards.len() == 1
-    }
+
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
         cache.lengths()
     }

@@ -99,6 +99,22 @@ fn split_equals_whole<B: Collective<T> + Clone, T: Float>(
     if same_tokens {
         assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: sampled tokens");
     }
+    // With top-k and top-p, every rank draws from the whole row, which an
+    // all-reduce gathers.
+    let request = Request {
+        sampling: Sampling {
+            top_k: Some(12),
+            top_p: Some(0.9),
+            seed: 6,
+            ..request.sampling
+        },
+        ..request
+    };
+    let want = generate(whole, &model, &request, |_, _| true).unwrap();
+    let got = split.generate(&request, |_, _| true).unwrap();
+    if same_tokens {
+        assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: top-k and top-p tokens");
+    }
 }
 
 fn cpu_two_and_three_ranks_equal_one() {

@@ -274,3 +274,22 @@ pub fn run_gumbel<T: Element, B: Backend>(
         bits,
     )
 }
+
+/// `y[r, c] = x[r, c - first]` where that column exists, else 0: a rank's
+/// columns of logits placed in the whole vocabulary's row, so that an
+/// all-reduce's sum gives every rank the whole row (for a draw that needs
+/// it: top-k, top-p).
+#[tile::kernel(T = [f32, f16, bf16], num_warps = 4)]
+pub fn place_columns<T>(x: &Tensor<T, { [M, K] }>, y: &mut Tensor<T, { [M, N] }>, first: i32) {
+    let row = block_id(0);
+    let j = block_id(1);
+    let c = (j * 1024 - first + arange(1024)).reshape([1, 1024]);
+    y.store([row, j], x.gather([row, c]));
+}
+
+/// [`place_columns`]: `x: [rows, k]` into `y: [rows, n]` from column `first`.
+pub fn place<T: Element, B: Backend>(on: &B, x: &B::Tensor<T>, y: &mut B::Tensor<T>, first: usize) -> tile::Result<()> {
+    let (rows, cols) = crate::softmax::rows_cols(y.shape())?;
+    let grid = (rows as u32, cols.div_ceil(1024) as u32);
+    place_columns::launch(on, grid, x, y, first as i32)
+}
