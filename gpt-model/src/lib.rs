@@ -54,5 +54,5 @@ pub use generate::{Output, Request, Stop, generate};
 pub use kv_cache::KvCache;
 pub use model::{Float, Gpt};
 pub use parallel::{Collective, Shard, ShardedCache, TensorParallel};
-pub use sample::{Sampler, Sampling};
+pub use sample::{Draw, Sampler, Sampling};
 pub use tokenizer::{TextStream, Tokenizer};

@@ -7,7 +7,7 @@
 //! first token from the prompt's logits, by the same rules.
 
 use crate::{GptError, Result};
-use tile_kernels::argmax::Draw;
+pub use tile_kernels::argmax::Draw;
 
 /// How to pick tokens.
 #[derive(Clone, Copy, Debug, PartialEq)]

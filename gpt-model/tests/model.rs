@@ -9,13 +9,12 @@
 #[path = "../../tests/common/harness.rs"]
 mod harness;
 
-use gpt_model::{Checkpoint, Gpt, GptError, Request, Sampling, Tokenizer, generate};
+use gpt_model::{Checkpoint, Draw, Gpt, GptError, Request, Sampling, Tokenizer, generate};
 use harness::Test;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::Backend;
-use tile_kernels::argmax::Draw;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

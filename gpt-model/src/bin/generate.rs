@@ -34,10 +34,11 @@ struct Args {
     /// Sampling temperature; 0 picks the most likely token (greedy).
     #[arg(long, default_value_t = 0.8)]
     temperature: f32,
-    /// Sample among the k most likely tokens only.
+    /// Sample among the k most likely tokens only (and any as likely as the k-th).
     #[arg(long)]
     top_k: Option<usize>,
-    /// Sample among the fewest most likely tokens whose probability reaches p.
+    /// Sample among the fewest most likely tokens whose probability reaches p
+    /// (and any as likely as the last of them).
     #[arg(long)]
     top_p: Option<f32>,
     /// Seeds the sampling: the same seed gives the same text.
