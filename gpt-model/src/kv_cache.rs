@@ -86,10 +86,9 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
             logits: on.zeros(&[batch, vocab])?,
-            whole: match vocab < config.vocab_size {
-                true => Some(on.zeros(&[batch, config.vocab_size])?),
-                false => None,
-            },
+            whole: (vocab < config.vocab_size)
+                .then(|| on.zeros(&[batch, config.vocab_size]))
+                .transpose()?,
             best: on.zeros(&[batch])?,
             best_column: on.zeros(&[batch])?,
             keys: on.zeros(&[batch])?,

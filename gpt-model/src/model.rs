@@ -423,9 +423,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     fn picked(&self, on: &B, cache: &KvCache<B, T>, pick: Pick) -> Result<Vec<(f32, u32)>> {
         let best = on.download(&cache.best)?.to_vec();
         let columns = on.download(&cache.best_column)?.to_vec();
-        let first = match self.whole_row(cache, pick) {
-            true => 0,
-            false => self.shard.vocab.start as u32,
+        let first = if self.whole_row(cache, pick) {
+            0
+        } else {
+            self.shard.vocab.start as u32
         };
         Ok(best
             .into_iter()
