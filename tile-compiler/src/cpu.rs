@@ -159,6 +159,8 @@ impl Cx<'_> {
                     }
                 };
             }
+            // A hint for the GPU's L2: nothing to do on the CPU.
+            OpKind::Prefetch { .. } => return quote!(),
             OpKind::Store { tensor, index, value } => {
                 let t = param_ident(func, *tensor);
                 let ix = index.iter().map(|i| v(*i));

@@ -169,6 +169,13 @@ pub enum OpKind {
         index: Vec<ValueId>,
         value: ValueId,
     },
+    /// Asks L2 for the tile of `shape` at tile-grid `index`: a hint, which
+    /// reads nothing into registers and writes nothing.
+    Prefetch {
+        tensor: usize,
+        index: Vec<ValueId>,
+        shape: Vec<usize>,
+    },
     /// Element `e` of the result is `tensor[index[0][e], index[1][e], ..]`
     /// (`pad` where out of bounds); index tiles have the result's shape.
     Gather {
@@ -256,7 +263,7 @@ impl OpKind {
         use OpKind::*;
         match self {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => vec![],
-            Get { index, .. } => index.clone(),
+            Get { index, .. } | Prefetch { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
@@ -289,7 +296,7 @@ impl OpKind {
         use OpKind::*;
         match self {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => {}
-            Get { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
+            Get { index, .. } | Prefetch { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => *arg = f(*arg),
             Load { index, pad, .. } | Gather { index, pad, .. } => {
@@ -335,7 +342,11 @@ impl OpKind {
     pub fn is_pure(&self) -> bool {
         !matches!(
             self,
-            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::For { .. } | OpKind::If { .. }
+            OpKind::Store { .. }
+                | OpKind::Scatter { .. }
+                | OpKind::Prefetch { .. }
+                | OpKind::For { .. }
+                | OpKind::If { .. }
         )
     }
 

@@ -1068,3 +1068,34 @@ fn attention_warps_split_rows_until_their_accumulators_fit() {
         .expect("a portable variant");
     assert_eq!(portable.threads, 128);
 }
+
+#[test]
+fn prefetches_run_before_the_wait_for_the_previous_kernel_and_loads_after() {
+    let k = compile(
+        "BK = [256]",
+        "fn dot<const BK: usize>(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let n = block_id(0);
+            for k in 0..cdiv(x.shape(1), BK) {
+                w.prefetch([n, k], [1, BK]);
+            }
+            let mut acc = zeros([1, BK]);
+            for k in 0..cdiv(x.shape(1), BK) {
+                acc = acc + x.load([0, k], [1, BK]) * w.load([n, k], [1, BK]);
+            }
+            y.store([0, n], acc.sum(1));
+        }",
+    );
+    for vectorized in [true, false] {
+        let p = ptx(&k, vectorized);
+        let at = |what: &str| p.find(what).unwrap_or_else(|| panic!("no `{what}` in\n{p}"));
+        assert!(at("prefetch.global.L2") < at("griddepcontrol.wait;"));
+        assert!(at("griddepcontrol.wait;") < at("griddepcontrol.launch_dependents;"));
+        assert!(at("griddepcontrol.launch_dependents;") < at("ld.global"));
+        assert_eq!(p.matches("griddepcontrol.wait;").count(), 1);
+    }
+    // Without a prefetch, the kernel waits before its first instruction
+    // after the parameters: a load comes first.
+    let softmax = compile("B = [256]", SOFTMAX);
+    let p = ptx(&softmax, true);
+    assert!(p.find("griddepcontrol.wait;") < p.find("ld.global"));
+}

@@ -11,7 +11,9 @@
 //! end. A long `BK` gives each thread several independent loads in flight,
 //! which is what streams weights when a layer has few blocks per SM. The
 //! tuner picks `BN` and `BK` per size class of `[M, K, N]`, and `BM` among
-//! those that take every row in one block ([`run`]).
+//! those that take every row in one block ([`run`]). Each block first asks
+//! L2 for its weights (`prefetch`): that runs while the previous kernel on
+//! the stream ends, since the weights are no kernel's output.
 //! Products and sums are in f32, so f32 layers are IEEE f32 here.
 
 use crate::matmul::LinearOperands;
@@ -55,6 +57,9 @@ pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize>(
 ) {
     let n = block_id(0) % cdiv(N, BN);
     let m = block_id(0) / cdiv(N, BN);
+    for k in 0..cdiv(K, BK) {
+        w.prefetch([n, k], [BN, BK]);
+    }
     let mut acc = zeros([BM, BN, BK]);
     for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
@@ -99,6 +104,9 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 ) {
     let n = block_id(0) % cdiv(N, BN);
     let m = block_id(0) / cdiv(N, BN);
+    for k in 0..cdiv(K, BK) {
+        w.prefetch([n, k], [BN, BK]);
+    }
     let mut acc = zeros([BM, BN, BK]);
     for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
@@ -127,7 +135,6 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
         (BM = 1, BN = 4, BK = 1024),
         (BM = 1, BN = 8, BK = 512),
         (BM = 2, BN = 4, BK = 1024),
-        (T = [f16, bf16], BM = 4, BN = 1, BK = 1024),
         (BM = 8, BN = 2, BK = 512),
         (BM = 16, BN = 2, BK = 256),
         (BM = 16, BN = 4, BK = 128),
@@ -145,6 +152,9 @@ pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
 ) {
     let n = block_id(0) % cdiv(N, BN);
     let m = block_id(0) / cdiv(N, BN);
+    for k in 0..cdiv(K, BK) {
+        w.prefetch([n, k], [BN, BK]);
+    }
     let first = x.load([m, 0], [BM, 1]).cast::<f32>();
     let mut sum = zeros([BM, BK]);
     let mut squares = zeros([BM, BK]);

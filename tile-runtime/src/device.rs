@@ -23,6 +23,9 @@ pub struct Device {
     /// Whether variants made for this GPU's architecture-specific target
     /// (sm_90a: `wgmma`) are used; else only portable ones.
     arch_specific: AtomicBool,
+    /// Whether kernels are launched as programmatic dependents of the
+    /// previous kernel on their stream (`TILE_PDL=0`: no).
+    dependent_launch: bool,
     /// Streaming multiprocessors.
     sm_count: u32,
     /// L2 cache size in bytes.
@@ -144,6 +147,7 @@ impl Device {
             name,
             capability,
             arch_specific: AtomicBool::new(std::env::var_os("TILE_PORTABLE").is_none_or(|v| v == "0")),
+            dependent_launch: std::env::var_os("TILE_PDL").is_none_or(|v| v != "0"),
             sm_count: sm_count.max(1) as u32,
             l2_bytes: l2_bytes.max(0) as usize,
             block_shared_bytes: block_shared_bytes.max(0) as usize,
@@ -200,6 +204,15 @@ impl Device {
     /// target (see [`Device::target`]); for comparing them with the portable ones.
     pub fn use_arch_specific(&self, on: bool) {
         self.arch_specific.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether a kernel may be scheduled while the previous kernel on its
+    /// stream still runs (programmatic dependent launch): it then waits for
+    /// that kernel's memory before its first global access, so a step of
+    /// short kernels loses less to launches. On unless `TILE_PDL=0`, a
+    /// switch for comparing and for ruling it out when debugging.
+    pub fn dependent_launch(&self) -> bool {
+        self.dependent_launch
     }
 
     /// Shared memory one block may have on this device (sm_90: 227 KiB;

@@ -14,7 +14,8 @@ use crate::spec::KernelSpec;
 use crate::tensor::TensorArg;
 use crate::tensor_map::{self, TensorMapArg};
 use crate::{Error, Result};
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::sys;
+use std::ffi::c_void;
 use std::sync::Arc;
 
 /// Checks that 32-bit element offsets reach all of a tensor.
@@ -194,18 +195,16 @@ pub(crate) fn launch(
         }
         raws.extend(scalar);
     }
-    let mut builder = cuda.launch_builder(&loaded.function);
-    for r in &raws {
-        match r {
-            Raw::U64(x) => builder.arg(x),
-            Raw::U32(x) => builder.arg(x),
-            Raw::I32(x) => builder.arg(x),
-            Raw::F32(x) => builder.arg(x),
-        };
-    }
-    for m in &maps {
-        builder.arg(m);
-    }
+    let mut args: Vec<*mut c_void> = raws
+        .iter()
+        .map(|r| match r {
+            Raw::U64(x) => x as *const u64 as *mut c_void,
+            Raw::U32(x) => x as *const u32 as *mut c_void,
+            Raw::I32(x) => x as *const i32 as *mut c_void,
+            Raw::F32(x) => x as *const f32 as *mut c_void,
+        })
+        .chain(maps.iter().map(|m| m as *const TensorMapArg as *mut c_void))
+        .collect();
     // A persistent grid: enough blocks to fill the GPU once, each looping
     // over its share of the `grid.x` the kernel was launched with.
     let mut blocks_x = grid.x;
@@ -214,17 +213,47 @@ pub(crate) fn launch(
         let cluster = variant.cluster;
         let fit = (loaded.resident_blocks.div_ceil(planes) / cluster).max(1) * cluster;
         blocks_x = fit.min(grid.x.next_multiple_of(cluster));
-        builder.arg(&grid.x);
+        args.push(&grid.x as *const u32 as *mut c_void);
     }
-    let cfg = LaunchConfig {
-        grid_dim: (blocks_x, grid.y, grid.z),
-        block_dim: (variant.threads, 1, 1),
-        shared_mem_bytes: variant.dynamic_shared_bytes as u32,
+    // Programmatic dependent launch: the kernel may be scheduled while the
+    // previous one on the stream runs; it waits for that kernel's memory
+    // before its first global access (`griddepcontrol.wait`, see the
+    // compiler's `ptx::entry`), so only the launch overlaps.
+    let mut dependent = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: sys::CUlaunchAttributeValue { pad: [0; 64] },
     };
+    dependent.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: blocks_x,
+        gridDimY: grid.y,
+        gridDimZ: grid.z,
+        blockDimX: variant.threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: variant.dynamic_shared_bytes as u32,
+        hStream: cuda.cu_stream(),
+        attrs: &mut dependent,
+        numAttrs: stream.device().dependent_launch() as u32,
+    };
+    cuda.context()
+        .bind_to_thread()
+        .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
     // SAFETY: the arguments match the entry's parameter list (generated from
-    // the same spec), every tensor was checked to be addressable with 32-bit
-    // offsets, and the kernel bounds-checks every access against the shapes.
-    unsafe { builder.launch(cfg) }.map_err(|e| Error::driver("cuLaunchKernel", e))?;
+    // the same spec) and outlive the call, which copies them; every tensor
+    // was checked to be addressable with 32-bit offsets, and the kernel
+    // bounds-checks every access against the shapes.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            loaded.function.cu_function(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(|e| Error::driver("cuLaunchKernel", e))?;
     stream.device().note_launch(variant);
     drop((guards, scratch));
     Ok(())

@@ -5,13 +5,11 @@
 use cudarc::driver::sys;
 use tile_spec::{DType, TensorMap};
 
-/// A `CUtensorMap` as a kernel argument (128 bytes, 64-byte aligned).
+/// A `CUtensorMap` as a kernel argument (128 bytes, 64-byte aligned): a
+/// plain, fully initialized value the driver copies into the parameter
+/// buffer, where the kernel declares `.align 64 .b8 [128]`.
 #[expect(dead_code, reason = "read by the driver, through the argument pointer")]
 pub(crate) struct TensorMapArg(sys::CUtensorMap);
-
-// SAFETY: a plain, fully initialized 128-byte value; the driver copies it
-// into the parameter buffer, where the kernel declares `.align 64 .b8 [128]`.
-unsafe impl cudarc::driver::DeviceRepr for TensorMapArg {}
 
 /// The tensor map for `spec` over the tensor at `ptr` with `shape` and
 /// `strides` (elements). `None` when the driver refuses it (strides not

@@ -170,19 +170,32 @@ impl Checker<'_> {
         Ok(Val::Unit)
     }
 
-    pub(super) fn load(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
-        Self::arg_count(args, 2, "load", "x.load([i, j], [BM, BN])", span)?;
+    /// The tile-grid index and the tile shape of `x.load(index, shape)`
+    /// or `x.prefetch(index, shape)`: one coordinate per dimension.
+    fn tile_at(
+        &mut self,
+        t: usize,
+        args: &[Expr],
+        (what, example): (&str, &str),
+        span: Span,
+    ) -> Result<(Vec<ValueId>, Vec<usize>)> {
+        Self::arg_count(args, 2, what, example, span)?;
         let index = self.index(&args[0])?;
         let shape = self.shape(&args[1])?;
         if index.len() != shape.len() {
             bail!(
                 span,
-                "the index has {} but the tile shape has {}: a load names one tile-grid coordinate per tensor dimension",
+                "the index has {} but the tile shape has {}: a {what} names one tile-grid coordinate per tensor dimension",
                 count(index.len(), "coordinate"),
                 count(shape.len(), "dimension")
             );
         }
         self.use_rank(t, index.len(), span)?;
+        Ok((index, shape))
+    }
+
+    pub(super) fn load(&mut self, t: usize, args: &[Expr], pad: Option<&Expr>, span: Span) -> Result<Val> {
+        let (index, shape) = self.tile_at(t, args, ("load", "x.load([i, j], [BM, BN])"), span)?;
         let (_, dtype, _) = self.tensor_param(t);
         let pad_id = self.pad_value(dtype, pad, span)?;
         Ok(Val::Value(self.push(
@@ -194,6 +207,22 @@ impl Checker<'_> {
             Some(Ty::tile(dtype, shape)),
             span,
         )))
+    }
+
+    /// `w.prefetch([i, j], [BN, BK])`: the tile `load` would read, asked of
+    /// L2 ahead of its loads.
+    pub(super) fn prefetch(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        let (index, shape) = self.tile_at(t, args, ("prefetch", "w.prefetch([i, j], [BN, BK])"), span)?;
+        self.push(
+            OpKind::Prefetch {
+                tensor: t,
+                index,
+                shape,
+            },
+            None,
+            span,
+        );
+        Ok(Val::Unit)
     }
 
     pub(super) fn store(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {

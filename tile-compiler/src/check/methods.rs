@@ -49,6 +49,7 @@ impl Checker<'_> {
                 "atomic_max" => self.scatter(t, args, Some(AtomicOp::Max), span),
                 "atomic_min" => self.scatter(t, args, Some(AtomicOp::Min), span),
                 "store" => self.store(t, args, span),
+                "prefetch" => self.prefetch(t, args, span),
                 "shape" => {
                     Self::arg_count(args, 1, "shape", "x.shape(axis)", span)?;
                     let a = self.const_int(&args[0], "the axis of `shape`")?;
@@ -78,7 +79,7 @@ impl Checker<'_> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, gather, scatter, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, get and shape"
                 ),
             };
         }
@@ -298,7 +299,8 @@ impl Checker<'_> {
                     span,
                 )))
             }
-            "load" | "store" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min" | "get" | "shape" => {
+            "load" | "store" | "prefetch" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min"
+            | "get" | "shape" => {
                 bail!(
                     recv.span(),
                     "`.{name}` is a tensor method, but this is a tile or scalar"

@@ -67,6 +67,10 @@ impl Lower<'_> {
                 vec![]
             }
             OpKind::Gather { tensor, index, pad } => self.gather(*tensor, index, *pad),
+            OpKind::Prefetch { tensor, index, shape } => {
+                self.prefetch(*tensor, index, shape);
+                vec![]
+            }
             OpKind::Scatter {
                 tensor,
                 index,

@@ -53,6 +53,51 @@ impl Lower<'_> {
         d
     }
 
+    /// Asks L2 for tensor `t`'s tile of `shape` at tile-grid `index`: the
+    /// block's threads take the tile's rows in runs of 128 bytes (a cache
+    /// line when the last dimension is contiguous) in turn, one bounds-checked
+    /// `prefetch.global.L2` each.
+    pub(super) fn prefetch(&mut self, t: usize, index: &[ValueId], shape: &[usize]) {
+        let last = shape.len() - 1;
+        let run = (128 / self.func.tensor(t).dtype.bytes()).min(shape[last]);
+        let runs = shape[last].div_ceil(run);
+        let lines = shape[..last].iter().product::<usize>() * runs;
+        let threads = self.func.num_warps as usize * 32;
+        let origins: Vec<String> = (index.iter().zip(shape))
+            .map(|(&i, &extent)| {
+                let i = self.scalar(i);
+                self.tile_origin(&i, extent)
+            })
+            .collect();
+        for first in (0..lines).step_by(threads) {
+            let line = self.reg(RegClass::B32);
+            self.emit(format!("add.u32 {line}, {}, {first};", self.tid));
+            let mut coords = vec![String::new(); shape.len()];
+            let (rest, at) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+            self.emit(format!("div.u32 {rest}, {line}, {runs};"));
+            self.emit(format!("rem.u32 {at}, {line}, {runs};"));
+            let c = self.reg(RegClass::B32);
+            self.emit(format!("mad.lo.u32 {c}, {at}, {run}, {};", origins[last]));
+            coords[last] = c;
+            for d in (0..last).rev() {
+                let (c, next) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+                self.emit(format!("rem.u32 {c}, {rest}, {};", shape[d]));
+                self.emit(format!("add.u32 {c}, {c}, {};", origins[d]));
+                self.emit(format!("div.u32 {next}, {rest}, {};", shape[d]));
+                coords[d] = c;
+                self.emit(format!("mov.u32 {rest}, {next};"));
+            }
+            let (a, mut pred) = self.element_address(t, &coords);
+            if first + threads > lines {
+                let (inside, both) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+                self.emit(format!("setp.lt.u32 {inside}, {line}, {lines};"));
+                self.emit(format!("and.pred {both}, {pred}, {inside};"));
+                pred = both;
+            }
+            self.emit(format!("@{pred} prefetch.global.L2 [{a}];"));
+        }
+    }
+
     pub(super) fn get(&mut self, t: usize, index: &[ValueId]) -> String {
         let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
         let zero = self.constant(ConstVal::Int(0), self.func.tensor(t).dtype);

@@ -109,9 +109,19 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         l.persistent_body(&func.body);
     }
     let persistent = l.persistent.is_some() || (cx.path == MmaPath::Wgmma && l.specialize(&func.body));
+    let mut waits_at = 0;
     if !persistent {
-        l.ops(&func.body);
+        let (before, after) = func.body.split_at(plan.waits_at);
+        l.ops(before);
+        waits_at = l.code.len();
+        l.ops(after);
     }
+    // Programmatic dependent launch (see `plan::dependency`): wait for the
+    // previous kernel's memory, then let the next kernel's blocks be scheduled.
+    l.code.splice(
+        waits_at..waits_at,
+        ["griddepcontrol.wait;", "griddepcontrol.launch_dependents;"].map(String::from),
+    );
     params.append(&mut l.tma_params);
     params.extend(l.roles.as_ref().map(|r| r.grid_param.clone()));
     params.extend(l.persistent.as_ref().map(|t| t.grid_param.clone()));

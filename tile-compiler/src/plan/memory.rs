@@ -252,6 +252,7 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             threads,
             min_blocks,
             persistent: how.persistent,
+            waits_at: super::dependency::waits_at(&cx.func.body),
         });
     }
 }

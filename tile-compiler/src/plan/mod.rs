@@ -2,10 +2,12 @@
 //! loops are software-pipelined and how deep ([`pipeline`]), whether the
 //! kernel is warp-specialized and how its consumers share the tiles
 //! ([`specialize`]), what each op needs of the scratch area ([`scratch`]),
-//! and where everything lives in shared memory ([`memory`]). The result,
+//! where everything lives in shared memory ([`memory`]), and where the
+//! kernel waits for the previous kernel on its stream ([`dependency`]). The result,
 //! a [`Plan`], is what lowering follows: lowering emits, it does not
 //! decide.
 
+pub mod dependency;
 pub mod memory;
 pub mod pipeline;
 pub mod scratch;
@@ -169,4 +171,8 @@ pub struct Plan {
     /// Two tiles per persistent block (the portable path): the bytes of
     /// dynamic shared memory each of its two halves owns.
     pub persistent: Option<usize>,
+    /// The top-level op before which the kernel waits for the previous
+    /// kernel's memory ([`dependency`]); persistent and warp-specialized
+    /// kernels wait at their start.
+    pub waits_at: usize,
 }
