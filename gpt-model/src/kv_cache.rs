@@ -2,6 +2,7 @@
 //! backend between steps so that no step recomputes a past position.
 
 use crate::Result;
+use crate::activations::Activations;
 use crate::config::Config;
 use tile::Backend;
 use tile::Element;
@@ -21,6 +22,9 @@ pub struct KvCache<B: Backend, T: Element> {
     ends: B::Tensor<i32>,
     /// Decode attention's per-split results, reused every step.
     scratch: DecodeScratch<B>,
+    /// A decode step's activations, reused every step (taken out while a
+    /// step runs).
+    pub(crate) activations: Option<Activations<B, T>>,
     /// A decode step's token per sequence and its position, written in
     /// place before each step (what a recorded step reads).
     pub(crate) ids: B::Tensor<i32>,
@@ -62,13 +66,13 @@ pub(crate) enum Pick {
 impl<B: Backend, T: Element> KvCache<B, T> {
     /// An empty cache of `heads` heads for `batch` sequences of up to
     /// `capacity` tokens (at most the model's context), whose decode steps
-    /// give `vocab` columns of logits.
+    /// give `vocab` columns of logits and write `activations`.
     pub(crate) fn new(
         on: &B,
         config: &Config,
         (heads, vocab): (usize, usize),
-        batch: usize,
-        capacity: usize,
+        (batch, capacity): (usize, usize),
+        activations: Activations<B, T>,
     ) -> Result<KvCache<B, T>> {
         let capacity = capacity.min(config.n_positions);
         let shape = [batch, capacity, heads * config.head_size()];
@@ -83,6 +87,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             starts: on.zeros(&[batch])?,
             ends: on.zeros(&[batch])?,
             scratch,
+            activations: Some(activations),
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
             logits: on.zeros(&[batch, vocab])?,

@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+mod activations;
 pub mod checkpoint;
 pub mod config;
 pub mod error;

@@ -15,6 +15,7 @@
 //! with an all-reduce, and its logits are its slice of the vocabulary. The
 //! whole model is the one shard of one rank, on the same code path.
 
+use crate::activations::Activations;
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::kv_cache::{KvCache, Pick};
@@ -314,7 +315,14 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// most the model's context).
     pub fn cache(&self, on: &B, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
         let shard = (self.shard.heads.len(), self.shard.vocab.len());
-        KvCache::new(on, &self.config, shard, batch, capacity)
+        let acts = self.activations(on, batch)?;
+        KvCache::new(on, &self.config, shard, (batch, capacity), acts)
+    }
+
+    /// Activations for a pass over `rows` token rows.
+    fn activations(&self, on: &B, rows: usize) -> Result<Activations<B, T>> {
+        let c = self.shard.heads.len() * self.config.head_size();
+        Activations::new(on, rows, (self.config.n_embd, c, self.shard.hidden.len()))
     }
 
     /// Logits for every position of `tokens` (1 to `n_positions` of them),
@@ -323,9 +331,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     pub fn forward(&self, on: &B, tokens: &[u32]) -> Result<Vec<f32>> {
         self.check_tokens(tokens)?;
         let t = tokens.len();
-        let x = self.embed(on, tokens, &(0..t as i32).collect::<Vec<_>>())?;
-        let x = self.layers(on, x, (1, t), Attend::Within)?;
-        self.logits(on, &x)
+        let mut acts = self.activations(on, t)?;
+        self.embed(on, tokens, &(0..t as i32).collect::<Vec<_>>(), &mut acts.x)?;
+        self.layers(on, &mut acts, (1, t), Attend::Within)?;
+        self.logits(on, &acts.x)
     }
 
     /// Runs a batch of prompts (one per cache sequence, of any lengths up to
@@ -357,16 +366,17 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             tokens.extend(p.iter().copied().chain(std::iter::repeat_n(0, t - p.len())));
         }
         let positions: Vec<i32> = (0..b * t).map(|i| (i % t) as i32).collect();
-        let x = self.embed(on, &tokens, &positions)?;
+        let mut acts = self.activations(on, b * t)?;
+        self.embed(on, &tokens, &positions, &mut acts.x)?;
         cache.begin(on, &vec![0; b], t)?;
-        let x = self.layers(on, x, (b, t), Attend::WithinAndCache(cache))?;
+        self.layers(on, &mut acts, (b, t), Attend::WithinAndCache(cache))?;
         let last: Vec<i32> = prompts
             .iter()
             .enumerate()
             .map(|(i, p)| (i * t + p.len() - 1) as i32)
             .collect();
         let mut rows = on.zeros(&[b, self.config.n_embd])?;
-        embedding::run_gather_rows(on, &on.upload_slice(&last, &[b])?, &x, &mut rows)?;
+        embedding::run_gather_rows(on, &on.upload_slice(&last, &[b])?, &acts.x, &mut rows)?;
         cache.set_lengths(prompts.iter().map(Vec::len));
         self.logits(on, &rows)
     }
@@ -506,33 +516,33 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         }
     }
 
-    /// Token plus position embeddings, `[tokens, C]`.
-    fn embed(&self, on: &B, tokens: &[u32], positions: &[i32]) -> Result<B::Tensor<T>> {
+    /// Token plus position embeddings into `x: [tokens, C]`.
+    fn embed(&self, on: &B, tokens: &[u32], positions: &[i32], x: &mut B::Tensor<T>) -> Result<()> {
         let n = tokens.len();
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        self.embed_on(on, &on.upload_slice(&ids, &[n])?, &on.upload_slice(positions, &[n])?)
+        self.embed_on(on, &on.upload_slice(&ids, &[n])?, &on.upload_slice(positions, &[n])?, x)
     }
 
     /// [`Gpt::embed`] of token ids and positions already on the backend.
-    fn embed_on(&self, on: &B, ids: &B::Tensor<i32>, positions: &B::Tensor<i32>) -> Result<B::Tensor<T>> {
-        let mut x = on.zeros(&[ids.len(), self.config.n_embd])?;
-        embedding::run(on, (ids, positions), (&self.wte, &self.wpe), &mut x)?;
-        Ok(x)
+    fn embed_on(&self, on: &B, ids: &B::Tensor<i32>, positions: &B::Tensor<i32>, x: &mut B::Tensor<T>) -> Result<()> {
+        embedding::run(on, (ids, positions), (&self.wte, &self.wpe), x)?;
+        Ok(())
     }
 
-    /// Every block over `x: [b·t, C]`, `b` sequences of `t` tokens.
+    /// Every block over the residual stream `acts.x: [b·t, C]`, `b`
+    /// sequences of `t` tokens, in place.
     fn layers(
         &self,
         on: &B,
-        mut x: B::Tensor<T>,
+        acts: &mut Activations<B, T>,
         (b, t): (usize, usize),
         mut attend: Attend<B, T>,
-    ) -> Result<B::Tensor<T>> {
+    ) -> Result<()> {
         for (l, block) in self.blocks.iter().enumerate() {
-            x = self.attention_block(on, block, x, (b, t), l, &mut attend)?;
-            x = self.mlp_block(on, block, x)?;
+            self.attention_block(on, block, acts, (b, t), l, &mut attend)?;
+            self.mlp_block(on, block, acts)?;
         }
-        Ok(x)
+        Ok(())
     }
 
     /// `x + proj(attention(ln_1(x)))`.
@@ -540,63 +550,67 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         &self,
         on: &B,
         p: &Block<B::Tensor<T>>,
-        x: B::Tensor<T>,
+        acts: &mut Activations<B, T>,
         (b, t): (usize, usize),
         layer: usize,
         attend: &mut Attend<B, T>,
-    ) -> Result<B::Tensor<T>> {
+    ) -> Result<()> {
         // This rank's heads, side by side.
         let heads = self.shard.heads.len();
         let c = heads * self.config.head_size();
-        let mut qkv = on.zeros(&[b * t, 3 * c])?;
-        self.norm_linear(on, &x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1), &mut qkv, false)?;
-        let qkv = on.reshape(qkv, &[b, t, 3 * c])?;
-        let mut att = on.zeros(&[b, t, c])?;
+        let Activations { x, next, qkv, att, .. } = acts;
+        self.norm_linear(on, x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1), qkv, false)?;
+        on.reshape_in_place(qkv, &[b, t, 3 * c])?;
+        on.reshape_in_place(att, &[b, t, c])?;
         match attend {
-            Attend::Within => self.causal_attention(on, &qkv, &mut att, heads)?,
+            Attend::Within => self.causal_attention(on, qkv, att, heads)?,
             Attend::WithinAndCache(cache) => {
                 let c = cache.layer(layer);
-                decode::write_kv(on, &qkv, c.k, c.v, c.starts)?;
-                self.causal_attention(on, &qkv, &mut att, heads)?;
+                decode::write_kv(on, qkv, c.k, c.v, c.starts)?;
+                self.causal_attention(on, qkv, att, heads)?;
             }
             Attend::Cache(cache) => {
                 let c = cache.layer(layer);
-                decode::write_kv(on, &qkv, c.k, c.v, c.starts)?;
-                decode::attention(on, &qkv, (c.k, c.v), c.ends, &mut att, heads, c.scratch)?;
+                decode::write_kv(on, qkv, c.k, c.v, c.starts)?;
+                decode::attention(on, qkv, (c.k, c.v), c.ends, att, heads, c.scratch)?;
             }
         }
-        let att = on.reshape(att, &[b * t, c])?;
-        self.row_parallel(on, &att, &p.attn_proj, &x)
+        on.reshape_in_place(qkv, &[b * t, 3 * c])?;
+        on.reshape_in_place(att, &[b * t, c])?;
+        self.row_parallel(on, att, &p.attn_proj, x, next)?;
+        std::mem::swap(x, next);
+        Ok(())
     }
 
     /// `x + proj(gelu(fc(ln_2(x))))`.
-    fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, x: B::Tensor<T>) -> Result<B::Tensor<T>> {
-        let n = x.len() / self.config.n_embd;
-        let mut fc = on.zeros(&[n, self.shard.hidden.len()])?;
-        self.norm_linear(on, &x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1), &mut fc, true)?;
-        self.row_parallel(on, &fc, &p.mlp_proj, &x)
+    fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, acts: &mut Activations<B, T>) -> Result<()> {
+        let Activations { x, next, fc, .. } = acts;
+        self.norm_linear(on, x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1), fc, true)?;
+        self.row_parallel(on, fc, &p.mlp_proj, x, next)?;
+        std::mem::swap(x, next);
+        Ok(())
     }
 
-    /// `residual + input @ w^T + b`, row-parallel: each rank multiplies its
-    /// slice of the input channels; rank 0 adds the bias and the residual,
-    /// and the all-reduce adds up the ranks.
+    /// `out = residual + input @ w^T + b`, row-parallel: each rank
+    /// multiplies its slice of the input channels; rank 0 adds the bias and
+    /// the residual, and the all-reduce adds up the ranks.
     fn row_parallel(
         &self,
         on: &B,
         input: &B::Tensor<T>,
         affine: &Affine<B::Tensor<T>>,
         residual: &B::Tensor<T>,
-    ) -> Result<B::Tensor<T>> {
-        let mut out = on.zeros(residual.shape())?;
+        out: &mut B::Tensor<T>,
+    ) -> Result<()> {
         if self.shard.rank == 0 {
-            self.linear_residual(on, input, affine, residual, &mut out)?;
+            self.linear_residual(on, input, affine, residual, out)?;
         } else {
-            self.linear(on, input, (&affine.0, &affine.1), &mut out, false)?;
+            self.linear(on, input, (&affine.0, &affine.1), out, false)?;
         }
         if let Some(all_reduce) = &self.all_reduce {
-            all_reduce.sum(on, &mut out)?;
+            all_reduce.sum(on, out)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// `y = ln(x) @ w^T + b`, then GELU where `gelu`, `ln` a LayerNorm's
@@ -647,9 +661,17 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// logits, then its pick: the work a recorded step replays.
     fn decode_step(&self, on: &B, cache: &mut KvCache<B, T>, pick: Pick) -> Result<()> {
         let b = cache.batch();
-        let x = self.embed_on(on, &cache.ids, &cache.positions)?;
-        let x = self.layers(on, x, (b, 1), Attend::Cache(cache))?;
-        self.lm_head(on, &x, &mut cache.logits)?;
+        // The cache's activations, out of it while its layers are attended
+        // to, and back in whatever the step's outcome.
+        let mut acts = (cache.activations.take())
+            .ok_or_else(|| GptError::Prompt("the cache lost its activations to a failed step".into()))?;
+        let ran = (|| {
+            self.embed_on(on, &cache.ids, &cache.positions, &mut acts.x)?;
+            self.layers(on, &mut acts, (b, 1), Attend::Cache(cache))?;
+            self.lm_head(on, &acts.x, &mut cache.logits)
+        })();
+        cache.activations = Some(acts);
+        ran?;
         let whole_row = self.whole_row(cache, pick);
         let (best, column) = (&mut cache.best, &mut cache.best_column);
         match (pick, &mut cache.whole, &self.all_reduce) {

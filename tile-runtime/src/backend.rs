@@ -63,7 +63,14 @@ pub trait Backend {
 
     /// The same elements seen with another shape of equal size
     /// (contiguous tensors only; `Error::Shape` otherwise).
-    fn reshape<T: Element>(&self, t: Self::Tensor<T>, shape: &[usize]) -> Result<Self::Tensor<T>>;
+    fn reshape<T: Element>(&self, mut t: Self::Tensor<T>, shape: &[usize]) -> Result<Self::Tensor<T>> {
+        self.reshape_in_place(&mut t, shape)?;
+        Ok(t)
+    }
+
+    /// [`Backend::reshape`] of a tensor held elsewhere (a buffer kept
+    /// across steps), in place.
+    fn reshape_in_place<T: Element>(&self, t: &mut Self::Tensor<T>, shape: &[usize]) -> Result<()>;
 
     /// The GPU stream kernels run on, `None` on the CPU: what code that
     /// adapts to the device asks (its target, its size, timing events).
@@ -118,8 +125,8 @@ impl Backend for Stream {
     fn replay(&self, graph: &Graph) -> Result<()> {
         Stream::replay(self, graph)
     }
-    fn reshape<T: Element>(&self, t: Tensor<T>, shape: &[usize]) -> Result<Tensor<T>> {
-        t.reshape(shape)
+    fn reshape_in_place<T: Element>(&self, t: &mut Tensor<T>, shape: &[usize]) -> Result<()> {
+        t.reshape_in_place(shape)
     }
     fn stream(&self) -> Option<&Stream> {
         Some(self)
@@ -183,8 +190,8 @@ impl Backend for Cpu {
     fn replay(&self, graph: &std::convert::Infallible) -> Result<()> {
         match *graph {}
     }
-    fn reshape<T: Element>(&self, t: HostTensor<T>, shape: &[usize]) -> Result<HostTensor<T>> {
-        t.reshape(shape)
+    fn reshape_in_place<T: Element>(&self, t: &mut HostTensor<T>, shape: &[usize]) -> Result<()> {
+        t.reshape_in_place(shape)
     }
     fn stream(&self) -> Option<&Stream> {
         None

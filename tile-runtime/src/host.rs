@@ -20,6 +20,17 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
+/// `Error::Shape` unless a tensor of `shape` and `strides` can be seen
+/// with shape `to`: contiguous, and with as many elements.
+pub(crate) fn check_reshape(shape: &[usize], strides: &[usize], to: &[usize]) -> Result<()> {
+    if elements(to)? != shape.iter().product::<usize>() || strides != contiguous_strides(shape) {
+        return Err(Error::Shape(format!(
+            "can't reshape {shape:?} (strides {strides:?}) to {to:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// The number of elements of `shape`, or `Error::Shape` where the product
 /// overflows a `usize`.
 pub fn elements(shape: &[usize]) -> Result<usize> {
@@ -215,16 +226,16 @@ impl<T: Element> HostTensor<T> {
 
     /// The same elements seen with another shape of equal size (contiguous tensors only).
     pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
-        let n = elements(shape)?;
-        if n != self.len() || self.strides != contiguous_strides(&self.shape) {
-            return Err(Error::Shape(format!(
-                "can't reshape {:?} (strides {:?}) to {shape:?}",
-                self.shape, self.strides
-            )));
-        }
+        self.reshape_in_place(shape)?;
+        Ok(self)
+    }
+
+    /// [`HostTensor::reshape`] in place.
+    pub fn reshape_in_place(&mut self, shape: &[usize]) -> Result<()> {
+        check_reshape(&self.shape, &self.strides, shape)?;
         self.strides = contiguous_strides(shape);
         self.shape = shape.to_vec();
-        Ok(self)
+        Ok(())
     }
 
     /// All elements in row-major order.

@@ -59,16 +59,17 @@ impl<T: Element> Tensor<T> {
 
     /// The same buffer seen with another contiguous shape of equal size.
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor<T>> {
-        let n = crate::host::elements(shape)?;
-        if n != self.len() || self.strides != contiguous_strides(&self.shape) {
-            return Err(Error::Shape(format!(
-                "can't reshape {:?} (strides {:?}) to {shape:?}",
-                self.shape, self.strides
-            )));
-        }
+        self.reshape_in_place(shape)?;
+        Ok(self)
+    }
+
+    /// [`Tensor::reshape`] of a tensor held elsewhere (a buffer kept across
+    /// steps): the same buffer, its shape changed in place.
+    pub fn reshape_in_place(&mut self, shape: &[usize]) -> Result<()> {
+        crate::host::check_reshape(&self.shape, &self.strides, shape)?;
         self.strides = contiguous_strides(shape);
         self.shape = shape.to_vec();
-        Ok(self)
+        Ok(())
     }
 }
 
