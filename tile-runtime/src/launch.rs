@@ -217,8 +217,9 @@ pub(crate) fn launch(
     }
     // Programmatic dependent launch: the kernel may be scheduled while the
     // previous one on the stream runs; it waits for that kernel's memory
-    // before its first global access (`griddepcontrol.wait`, see the
-    // compiler's `ptx::entry`), so only the launch overlaps.
+    // before its first load or store (`griddepcontrol.wait`, placed by the
+    // compiler's `plan::dependency`), so only its launch, index arithmetic
+    // and prefetches overlap the previous kernel.
     let mut dependent = sys::CUlaunchAttribute {
         id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
         pad: [0; 4],
@@ -253,7 +254,7 @@ pub(crate) fn launch(
         )
     }
     .result()
-    .map_err(|e| Error::driver("cuLaunchKernel", e))?;
+    .map_err(|e| Error::driver("cuLaunchKernelEx", e))?;
     stream.device().note_launch(variant);
     drop((guards, scratch));
     Ok(())
