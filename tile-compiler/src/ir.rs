@@ -337,17 +337,20 @@ impl OpKind {
         }
     }
 
-    /// True when the op only computes its results: no memory writes, no
-    /// control flow. Such ops may be removed when unused, or shared when equal.
-    pub fn is_pure(&self) -> bool {
-        !matches!(
+    /// True when the op acts beyond its results: it writes memory
+    /// (`store`, `scatter`, atomics) or asks L2 for it (`prefetch`). Such
+    /// ops stay though nothing reads them.
+    pub fn has_effect(&self) -> bool {
+        matches!(
             self,
-            OpKind::Store { .. }
-                | OpKind::Scatter { .. }
-                | OpKind::Prefetch { .. }
-                | OpKind::For { .. }
-                | OpKind::If { .. }
+            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. }
         )
+    }
+
+    /// True when the op only computes its results: no effect, no control
+    /// flow. Such ops may be removed when unused, or shared when equal.
+    pub fn is_pure(&self) -> bool {
+        !self.has_effect() && !matches!(self, OpKind::For { .. } | OpKind::If { .. })
     }
 
     /// The nested op lists of control flow.

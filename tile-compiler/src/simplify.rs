@@ -127,7 +127,7 @@ fn count_uses(ops: &[Op], used: &mut HashSet<ValueId>) {
 
 fn has_effects(ops: &[Op]) -> bool {
     ops.iter().any(|op| match &op.kind {
-        OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. } => true,
+        k if k.has_effect() => true,
         k => k.bodies().iter().any(|b| has_effects(b)),
     })
 }
@@ -143,7 +143,7 @@ fn sweep(ops: &mut Vec<Op>, used: &HashSet<ValueId>) -> bool {
     ops.retain(|op| {
         let any_used = op.results.iter().any(|r| used.contains(r));
         match &op.kind {
-            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. } => true,
+            k if k.has_effect() => true,
             OpKind::For { body, .. } => any_used || has_effects(body),
             OpKind::If {
                 then_body, else_body, ..
