@@ -1489,6 +1489,93 @@ fn atomics_combine_every_element(d: Option<Arc<Device>>) {
     half_scatter_add::<bf16>(&s, &mut rng);
 }
 
+/// Each block stores its tile's sum and counts itself in; the last to
+/// count reads every block's sum into `total` and sets the count back to
+/// 0. `tickets` gets each block's count before its own, and `misses` what
+/// a `fetch_add` outside the tensor gives.
+#[tile::kernel(T = [256], P = [1024])]
+fn last_block_sums<const T: usize, const P: usize>(
+    x: &Tensor<f32, { [N] }>,
+    partial: &mut Tensor<f32, { [G] }>,
+    count: &mut Tensor<u32, { [2] }>,
+    tickets: &mut Tensor<u32, { [G] }>,
+    misses: &mut Tensor<u32, { [G] }>,
+    total: &mut Tensor<f32, { [1] }>,
+) {
+    let i = block_id(0);
+    partial.store([i], x.load([i], [T]).sum(0));
+    let ticket = count.fetch_add([0], 1u32);
+    tickets.store([i], full([1], ticket));
+    if ticket == num_blocks(0).cast::<u32>() - 1 {
+        total.store([0], partial.load([0], [P]).sum(0));
+        count.store([0], zeros::<u32>([1]));
+    }
+    misses.store([i], full([1], count.fetch_add([2], 7u32)));
+}
+
+fn fetch_add_lets_the_last_block_read_every_block(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(54);
+    let blocks = 1000;
+    let n = blocks * 256 - 77;
+    let xs = rng.normals(n, 1.0);
+    let x = host::<f32>(&xs, &[n]);
+    let want = as_f64(&x).iter().sum::<f64>();
+    let check = |what: &str, (count, tickets, misses, total): Counted| {
+        assert_eq!(
+            count,
+            [0, 0],
+            "{what}: the count is set back, the element outside untouched"
+        );
+        let mut sorted = tickets.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted.iter().copied().eq(0..blocks as u32),
+            "{what}: tickets {tickets:?}"
+        );
+        assert!(misses.iter().all(|&m| m == 0), "{what}: outside gives 0");
+        assert!(
+            (total as f64 - want).abs() <= 1e-5 * as_f64(&x).iter().map(|v| v.abs()).sum::<f64>(),
+            "{what}: total {total} against {want}"
+        );
+    };
+    // The second launch on a backend finds the count at 0 again.
+    let cpu = launches(&Cpu, &x, blocks, 2);
+    for (run, got) in cpu.into_iter().enumerate() {
+        // Blocks run in order on the CPU.
+        assert!(got.1.iter().copied().eq(0..blocks as u32));
+        check(&format!("CPU run {run}"), got);
+    }
+    if let Some(s) = &s {
+        for (run, got) in launches(s, &x, blocks, 20).into_iter().enumerate() {
+            check(&format!("GPU run {run}"), got);
+        }
+    }
+}
+
+/// After a `last_block_sums` launch: the count, the tickets, the misses and
+/// the total.
+type Counted = (Vec<u32>, Vec<u32>, Vec<u32>, f32);
+
+/// `last_block_sums` launched `runs` times on `on` over `x` in `blocks`
+/// blocks with one count, what each left.
+fn launches<B: tile::Backend>(on: &B, x: &HostTensor<f32>, blocks: usize, runs: usize) -> Vec<Counted> {
+    let x = on.upload(x).unwrap();
+    let mut partial = on.zeros::<f32>(&[blocks]).unwrap();
+    let mut count = on.zeros::<u32>(&[2]).unwrap();
+    let (mut tickets, mut misses) = (on.zeros::<u32>(&[blocks]).unwrap(), on.zeros::<u32>(&[blocks]).unwrap());
+    let mut total = on.zeros::<f32>(&[1]).unwrap();
+    (0..runs)
+        .map(|_| {
+            let (p, c, t, m) = (&mut partial, &mut count, &mut tickets, &mut misses);
+            last_block_sums::launch::<256, 1024, _>(on, blocks as u32, &x, p, c, t, m, &mut total).unwrap();
+            let got = |t: &B::Tensor<u32>| on.download(t).unwrap().to_vec();
+            let sum = on.download(&total).unwrap().to_vec()[0];
+            (got(&count), got(&tickets), got(&misses), sum)
+        })
+        .collect()
+}
+
 fn main() -> ExitCode {
     harness::run(
         [
@@ -1538,6 +1625,10 @@ fn main() -> ExitCode {
             Test::cpu_then_gpu("scans_match_f64_on_ragged_rows", scans_match_f64_on_ragged_rows),
             Test::cpu_then_gpu("sorts_order_rows_with_ties_and_nan", sorts_order_rows_with_ties_and_nan),
             Test::cpu_then_gpu("atomics_combine_every_element", atomics_combine_every_element),
+            Test::cpu_then_gpu(
+                "fetch_add_lets_the_last_block_read_every_block",
+                fetch_add_lets_the_last_block_read_every_block,
+            ),
         ]
         .into_iter()
         .flatten(),

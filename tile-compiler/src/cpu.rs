@@ -116,6 +116,12 @@ impl Cx<'_> {
                 let ix = index.iter().map(|i| v(*i));
                 quote!(#cpu::get(#t, &[#(#ix),*]))
             }
+            OpKind::FetchAdd { tensor, index, value } => {
+                let t = param_ident(func, *tensor);
+                let ix = index.iter().map(|i| v(*i));
+                let val = v(*value);
+                quote!(#cpu::fetch_add(#t, &[#(#ix),*], #val))
+            }
             OpKind::Splat(s) => {
                 let shape = usizes(func.values[r.expect("result")].shape.as_ref().expect("tile"));
                 let s = v(*s);

@@ -183,6 +183,16 @@ pub enum OpKind {
         index: Vec<ValueId>,
         pad: ValueId,
     },
+    /// Adds the scalar `value` to one element, once for the block, and
+    /// gives the element's value before: a block-uniform scalar (0, and
+    /// nothing added, out of bounds). Acquire-release at GPU scope, for the
+    /// whole block: its accesses before are done before the add, and its
+    /// accesses after see what blocks did before their own add.
+    FetchAdd {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+    },
     /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds, or
     /// with `atomic` combines it with the element there, atomically.
     Scatter {
@@ -267,7 +277,7 @@ impl OpKind {
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
-            Store { index, value, .. } | Scatter { index, value, .. } => {
+            Store { index, value, .. } | Scatter { index, value, .. } | FetchAdd { index, value, .. } => {
                 index.iter().copied().chain([*value]).collect()
             }
             Binary(_, a, b) => vec![*a, *b],
@@ -303,7 +313,7 @@ impl OpKind {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);
             }
-            Store { index, value, .. } | Scatter { index, value, .. } => {
+            Store { index, value, .. } | Scatter { index, value, .. } | FetchAdd { index, value, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *value = f(*value);
             }
@@ -343,7 +353,7 @@ impl OpKind {
     pub fn has_effect(&self) -> bool {
         matches!(
             self,
-            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. }
+            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. } | OpKind::FetchAdd { .. }
         )
     }
 

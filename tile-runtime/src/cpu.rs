@@ -116,6 +116,20 @@ pub fn scatter_combine<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], 
     }
 }
 
+/// Adds `v` to one element and gives its value before (zero, and nothing
+/// added, when out of bounds): a block's `fetch_add`, blocks running one
+/// after another.
+pub fn fetch_add<T: Element + ops::Arith>(t: &mut HostTensor<T>, index: &[i32], v: T) -> T {
+    let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    match t.checked(&g) {
+        Some(old) => {
+            t.checked_set(&g, ops::add(old, v));
+            old
+        }
+        None => T::default(),
+    }
+}
+
 /// One element, zero when out of bounds.
 pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
     let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();

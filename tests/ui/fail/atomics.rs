@@ -1,4 +1,4 @@
-// Atomics are not part of the DSL yet.
+// Atomics are tensor methods, not functions.
 #[tile::kernel]
 fn total(x: &Tensor<f32>, y: &mut Tensor<f32>) {
     let i = block_id(0);

@@ -175,7 +175,7 @@ impl Checker<'_> {
             ),
             n if n.starts_with("atomic") => bail!(
                 func.span(),
-                "atomics are not part of the DSL yet: give each block its own output tile"
+                "atomics are tensor methods: `y.atomic_add([rows, cols], values)` adds a tile's elements where the index tiles say, `n.fetch_add([i], v)` adds one scalar for the block and gives the value before"
             ),
             "mma" => {
                 Self::arg_count(args, 3, &name, "mma(a, b, acc)", span)?;

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Checker<'_> {
+impl<'k> Checker<'k> {
     pub(super) fn tensor_recv(&mut self, recv: &Expr, load: bool) -> Result<usize> {
         let what = if load { "load" } else { "gather" };
         match self.expr(recv)? {
@@ -117,6 +117,20 @@ impl Checker<'_> {
         )))
     }
 
+    /// Tensor parameter `t` and its element type, when `&mut`: `what`
+    /// (store, scatter, ..) writes into it.
+    fn writable(&self, t: usize, what: &str, span: Span) -> Result<(&'k ast::Param, DType)> {
+        let (p, dtype, mutable) = self.tensor_param(t);
+        if !mutable {
+            bail!(
+                span,
+                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to {what} into it",
+                p.name
+            );
+        }
+        Ok((p, dtype))
+    }
+
     /// `y.scatter(index, values)`, or with `atomic` `y.atomic_add(..)`,
     /// `atomic_max`, `atomic_min`.
     pub(super) fn scatter(&mut self, t: usize, args: &[Expr], atomic: Option<AtomicOp>, span: Span) -> Result<Val> {
@@ -127,14 +141,7 @@ impl Checker<'_> {
             Some(AtomicOp::Min) => "atomic_min",
         };
         Self::arg_count(args, 2, name, &format!("y.{name}([rows, cols], values)"), span)?;
-        let (p, dtype, mutable) = self.tensor_param(t);
-        if !mutable {
-            bail!(
-                span,
-                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to {name} into it",
-                p.name
-            );
-        }
+        let (p, dtype) = self.writable(t, name, span)?;
         match atomic {
             Some(AtomicOp::Max | AtomicOp::Min) if !dtype.is_int() => bail!(
                 span,
@@ -168,6 +175,49 @@ impl Checker<'_> {
             span,
         );
         Ok(Val::Unit)
+    }
+
+    /// `n.fetch_add([i, j], v)`: the block adds the scalar `v` to one
+    /// element of an integer tensor, once, and gets the element's value
+    /// before, a block-uniform scalar.
+    pub(super) fn fetch_add(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "fetch_add", "n.fetch_add([i], 1)", span)?;
+        let (p, dtype) = self.writable(t, "fetch_add", span)?;
+        if !dtype.is_int() {
+            bail!(
+                span,
+                "`fetch_add` counts in i32 or u32 tensors, and `{}` holds {dtype}: to add float tiles, use `atomic_add(indices, values)`",
+                p.name
+            );
+        }
+        let index = self.index(&args[0])?;
+        self.use_rank(t, index.len(), span)?;
+        let v = self.expr(&args[1])?;
+        let value = self.concrete(v, Some(dtype), args[1].span())?;
+        let ty = self.ty(value).clone();
+        if ty.shape.is_some() {
+            bail!(
+                args[1].span(),
+                "`fetch_add` adds one block-uniform scalar, not a {ty}: to add each element of a tile, use `atomic_add(indices, values)`"
+            );
+        }
+        if ty.dtype != dtype {
+            bail!(
+                args[1].span(),
+                "the value is {} but `{}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
+                ty.dtype,
+                p.name
+            );
+        }
+        Ok(Val::Value(self.push(
+            OpKind::FetchAdd {
+                tensor: t,
+                index,
+                value,
+            },
+            Some(Ty::scalar(dtype)),
+            span,
+        )))
     }
 
     /// The tile-grid index and the tile shape of `x.load(index, shape)`
@@ -227,14 +277,7 @@ impl Checker<'_> {
 
     pub(super) fn store(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
         Self::arg_count(args, 2, "store", "y.store([i, j], tile)", span)?;
-        let (p, dtype, mutable) = self.tensor_param(t);
-        if !mutable {
-            bail!(
-                span,
-                "`{0}` is read-only (`&Tensor<{dtype}>`): declare it `{0}: &mut Tensor<{dtype}>` to store into it",
-                p.name
-            );
-        }
+        let (p, dtype) = self.writable(t, "store", span)?;
         let index = self.index(&args[0])?;
         self.use_rank(t, index.len(), span)?;
         let v = self.expr(&args[1])?;

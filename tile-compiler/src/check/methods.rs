@@ -48,6 +48,7 @@ impl Checker<'_> {
                 "atomic_add" => self.scatter(t, args, Some(AtomicOp::Add), span),
                 "atomic_max" => self.scatter(t, args, Some(AtomicOp::Max), span),
                 "atomic_min" => self.scatter(t, args, Some(AtomicOp::Min), span),
+                "fetch_add" => self.fetch_add(t, args, span),
                 "store" => self.store(t, args, span),
                 "prefetch" => self.prefetch(t, args, span),
                 "shape" => {
@@ -79,7 +80,7 @@ impl Checker<'_> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, fetch_add, get and shape"
                 ),
             };
         }
@@ -300,7 +301,7 @@ impl Checker<'_> {
                 )))
             }
             "load" | "store" | "prefetch" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min"
-            | "get" | "shape" => {
+            | "fetch_add" | "get" | "shape" => {
                 bail!(
                     recv.span(),
                     "`.{name}` is a tensor method, but this is a tile or scalar"

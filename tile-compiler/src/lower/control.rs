@@ -42,6 +42,7 @@ impl Lower<'_> {
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],
             OpKind::Const(c) => vec![self.constant(*c, self.dtype(r.expect("result")))],
             OpKind::Get { tensor, index } => vec![self.get(*tensor, index)],
+            OpKind::FetchAdd { tensor, index, value } => vec![self.fetch_add(*tensor, index, *value)],
             OpKind::Splat(s) => {
                 let n = self.layout(r.expect("result")).num_regs();
                 vec![self.scalar(*s); n]

@@ -104,6 +104,32 @@ impl Lower<'_> {
         self.load_element(t, &coords, &zero)
     }
 
+    /// A block's `fetch_add`: after a barrier (the block's accesses before
+    /// it are done), its first thread releases them and adds with an
+    /// acquire-release `atom` at GPU scope, and hands the old value to the
+    /// block through the scratch area behind a second barrier (the block's
+    /// accesses after it follow the acquire). CUTLASS's semaphores order a
+    /// block's work the same way.
+    pub(super) fn fetch_add(&mut self, t: usize, index: &[ValueId], value: ValueId) -> String {
+        let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
+        let v = self.scalar(value);
+        let (a, inside) = self.element_address(t, &coords);
+        let base = self.scratch_base();
+        let (first, adds) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+        self.emit(format!("setp.eq.u32 {first}, {}, 0;", self.tid));
+        self.emit(format!("and.pred {adds}, {first}, {inside};"));
+        let old = self.reg(RegClass::B32);
+        self.emit(format!("mov.b32 {old}, 0;"));
+        self.barrier();
+        self.emit(format!("@{adds} fence.acq_rel.gpu;"));
+        self.emit(format!("@{adds} atom.acq_rel.gpu.global.add.u32 {old}, [{a}], {v};"));
+        self.emit(format!("@{first} st.shared.b32 [{base}], {old};"));
+        self.barrier();
+        let got = self.reg(RegClass::B32);
+        self.emit(format!("ld.shared.b32 {got}, [{base}];"));
+        got
+    }
+
     pub(super) fn gather(&mut self, t: usize, index: &[ValueId], pad: ValueId) -> Vec<String> {
         let pad = self.scalar(pad);
         let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();

@@ -22,7 +22,8 @@ fn touches_memory(op: &Op) -> bool {
         | OpKind::Get { .. }
         | OpKind::Gather { .. }
         | OpKind::Store { .. }
-        | OpKind::Scatter { .. } => true,
+        | OpKind::Scatter { .. }
+        | OpKind::FetchAdd { .. } => true,
         k => k.bodies().iter().any(|b| b.iter().any(touches_memory)),
     }
 }

@@ -339,6 +339,8 @@ impl Footprint {
                     self.scratch_use(bytes);
                 }
             }
+            // The old value, handed from the first thread to the block.
+            OpKind::FetchAdd { .. } => self.scratch_use(4),
             OpKind::Store { tensor, value, .. } => {
                 if let Some(store) = TmaStore::of(cx, *tensor, *value, self.specialization.is_some()) {
                     self.scratch_use(store.rows * store.line);
