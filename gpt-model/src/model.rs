@@ -571,7 +571,6 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
             Attend::Cache(cache) => {
                 let c = cache.layer(layer);
-                decode::write_kv(on, qkv, c.k, c.v, c.starts)?;
                 decode::attention(on, qkv, (c.k, c.v), c.ends, att, heads, c.scratch)?;
             }
         }

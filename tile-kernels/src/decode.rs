@@ -6,8 +6,9 @@
 //! values by position, `S` positions each (the cache's capacity).
 //! [`kv_write`] copies the keys and values of `qkv: [B, T, 3C]` (queries,
 //! keys, values side by side, as the fused QKV projection writes them) into
-//! them at rows `start[b] + t`: a prompt at `start = 0`, then one token per
-//! step at its position.
+//! them at rows `start[b] + t`: a prompt at `start = 0`. A decode step's
+//! token needs no such launch: [`decode_attention`] appends its key and
+//! value as it reads the cache.
 //!
 //! One query per (sequence, head) reads a whole head of keys and values
 //! and does little arithmetic with each: decoding is bound by memory, and
@@ -15,15 +16,16 @@
 //! batches. So [`decode_attention`] splits each (sequence, head)'s keys
 //! over `splits` blocks; each computes the softmax-weighted sum of its
 //! values with an online softmax and writes it, with its log-sum-exp, to
-//! scratch, and [`decode_combine`] weighs the splits' results by their
-//! sums into the output.
+//! scratch, and the last of them to finish (a counter per pair, counted
+//! with `fetch_add`) weighs the splits' results by their sums into the
+//! output: one launch, where a separate combine kernel would be two.
 //!
 //! `len: [B]` (i32, on the backend) says how many cached keys each
 //! sequence attends to: ragged across the batch, the current token's own
-//! key included (written before). Being device data, the values are not
+//! key included (row `len[b] - 1`). Being device data, the values are not
 //! checked on the host; the kernels clamp them instead: a `len` above `S`
 //! attends to the `S` cached keys, and one of 0 or less gives zeros. Rows
-//! `start[b] + t` outside `0..S` are not written.
+//! outside `0..S` are not written.
 
 use crate::shapes::{dims, expect_shapes};
 use tile::{Backend, Element, TensorView};
@@ -53,13 +55,23 @@ pub fn kv_write<T, const BLOCK: usize>(
     v_cache.store([b, row, j], qkv.load([b, t, 2 * c + j], [1, 1, BLOCK]));
 }
 
-/// One split of flash-decoding: for the query `q = qkv[b, 0, h]` (`qkv:
-/// [B, 1, 3C]`) and the first `len[b]` keys and values of head `h` in the
-/// caches, this block's share of the keys, `BK` at a time with an online
-/// softmax. Writes `partial[b * heads + h, split] = Σ p v / Σ p` (`[D]`,
-/// f32) with `p = exp(q·k * scale)` over its keys, and
-/// `lse[b * heads + h, split] = log2 Σ p` (the scores in base 2), for
-/// [`decode_combine`].
+/// Flash-decoding for each sequence's new token: `out[b, 0, h]` is the
+/// softmax-weighted sum of head `h`'s first `len[b]` values, for its query
+/// `q = qkv[b, 0, h]` (`qkv: [B, 1, 3C]`) against the keys.
+///
+/// Each block takes one split of them, `BK` at a time with an online
+/// softmax, and writes `partial[b * heads + h, split] = Σ p v / Σ p`
+/// (`[D]`, f32) with `p = exp(q·k * scale)` over its keys, and
+/// `lse[b * heads + h, split] = log2 Σ p` (the scores in base 2). The
+/// pair's last split to finish (`arrived[pair]`, left at 0 after) weighs
+/// the splits by `w = exp2(lse - max lse)` into `Σ w partial / Σ w`; the
+/// splits past `splits` (up to `SPLITS`) load with a log-sum-exp of `-inf`,
+/// weight 0. A sequence without keys gets zeros.
+///
+/// The token's own key and value, in `qkv`'s second and third thirds, are
+/// the sequence's last (row `len[b] - 1`): the split whose keys hold that
+/// row takes them from `qkv` and appends them to the caches, so no launch
+/// before this one writes them.
 ///
 /// Grid: `(B * heads, splits)`. The sequence's key tiles are dealt out
 /// evenly, whole tiles per split; a split left without keys (a short
@@ -69,15 +81,17 @@ pub fn kv_write<T, const BLOCK: usize>(
 #[tile::kernel(
     T = [f32, bf16, f16],
     num_warps = 4,
-    configs = [(BK = 128, D = 32), (BK = 64, D = 64), (BK = 32, D = 128)]
+    configs = [(BK = 128, D = 32, SPLITS = 64), (BK = 64, D = 64, SPLITS = 64), (BK = 32, D = 128, SPLITS = 64)]
 )]
-pub fn decode_attention<T, const BK: usize, const D: usize>(
+pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>(
     qkv: &Tensor<T, { [B, 1, 3 * C] }>,
-    k_cache: &Tensor<T, { [B, S, C] }>,
-    v_cache: &Tensor<T, { [B, S, C] }>,
+    k_cache: &mut Tensor<T, { [B, S, C] }>,
+    v_cache: &mut Tensor<T, { [B, S, C] }>,
     len: &Tensor<i32, { [B] }>,
     partial: &mut Tensor<f32, { [PAIRS, N, D] }>,
     lse: &mut Tensor<f32, { [PAIRS, N] }>,
+    arrived: &mut Tensor<i32, { [PAIRS] }>,
+    out: &mut Tensor<T, { [B, 1, C] }>,
     heads: i32,
     scale: f32,
 ) {
@@ -85,20 +99,30 @@ pub fn decode_attention<T, const BK: usize, const D: usize>(
     let split = block_id(1);
     let b = pair / heads;
     let h = pair % heads;
-    // The sequence's keys, at most the cache's capacity.
+    // The sequence's keys, at most the cache's capacity; the new token's row.
     let keys = max(0, min(len.get([b]), S));
+    let row = len.get([b]) - 1;
     let per_split = cdiv(cdiv(keys, BK), num_blocks(1));
     let first = split * per_split;
     let last = min(first + per_split, cdiv(keys, BK));
     // Scores in base 2, the scale folded into the query:
     // exp(q·k * scale) = exp2(q·k * scale * log2 e).
     let q = qkv.load([b, 0, h], [1, 1, D]).reshape([1, D]).cast::<f32>() * (scale * f32::consts::LOG2_E);
+    // The new token's key and value: head h of qkv's keys, then values.
+    let k_new = qkv.load([b, 0, heads + h], [1, 1, D]);
+    let v_new = qkv.load([b, 0, 2 * heads + h], [1, 1, D]);
     let mut m = full([1, 1], f32::NEG_INFINITY);
     let mut l = zeros([1, 1]);
     let mut acc = zeros([1, D]);
     for j in first..last {
-        let k = k_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
-        let v = v_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
+        let mut k = k_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
+        let mut v = v_cache.load([b, j, h], [1, BK, D]).reshape([BK, D]).cast::<f32>();
+        if j == row / BK {
+            // The tile holding the new token's row, not yet in the caches.
+            let new_row = (j * BK + arange(BK)).reshape([BK, 1]) == row;
+            k = select(new_row, k_new.reshape([1, D]).cast::<f32>(), k);
+            v = select(new_row, v_new.reshape([1, D]).cast::<f32>(), v);
+        }
         let mut s = (k * q).sum(1); // [BK, 1]
         if (j + 1) * BK > keys {
             // The sequence's last tile: keys past its end are masked.
@@ -112,40 +136,32 @@ pub fn decode_attention<T, const BK: usize, const D: usize>(
         acc = acc * alpha + (p * v).sum(0);
         m = m_new;
     }
+    if 0 <= row && row < keys && first <= row / BK && row / BK < last {
+        // This split's keys hold the new row: the one block that appends it.
+        k_cache.store([b, row, h], k_new);
+        v_cache.store([b, row, h], v_new);
+    }
     // l is 1 or more once a key was seen (the largest score's p is 1), and
     // 0 in a split without keys, whose partial is 0 and log-sum-exp -inf.
     partial.store([pair, split, 0], select(l > 0.0, acc / l, 0.0).reshape([1, 1, D]));
     lse.store([pair, split], m + log2(l));
+    // The pair's last split to finish sees every split's results, and
+    // leaves the count at 0 for the next step.
+    if arrived.fetch_add([pair], 1) == num_blocks(1) - 1 {
+        let o = partial.load([pair, 0, 0], [1, SPLITS, D]).reshape([SPLITS, D]);
+        let log_sums = lse
+            .load([pair, 0], [1, SPLITS])
+            .pad(f32::NEG_INFINITY)
+            .reshape([SPLITS, 1]);
+        let top = log_sums.max(0);
+        let w = exp2(log_sums - top);
+        let mixed = select(top > f32::NEG_INFINITY, (w * o).sum(0) / w.sum(0), 0.0);
+        out.store([b, 0, h], mixed.reshape([1, 1, D]).cast::<T>());
+        arrived.store([pair], zeros::<i32>([1]));
+    }
 }
 
-/// `out[b, 0, h]` from the splits of [`decode_attention`]: with
-/// `w = exp2(lse - max lse)` per split, `Σ w partial / Σ w`, the softmax
-/// over all the sequence's keys. `partial: [B * heads, splits, D]`,
-/// `lse: [B * heads, splits]`, `out: [B, 1, C]`; `splits` up to `SPLITS`
-/// (the splits past `splits` load with a log-sum-exp of `-inf`: weight 0).
-/// A sequence without keys (every `lse` is `-inf`) gets zeros.
-///
-/// Grid: `B * heads`, a block per (sequence, head).
-#[tile::kernel(T = [f32, bf16, f16], SPLITS = [64], D = [32, 64, 128])]
-pub fn decode_combine<T, const SPLITS: usize, const D: usize>(
-    partial: &Tensor<f32, { [PAIRS, N, D] }>,
-    lse: &Tensor<f32, { [PAIRS, N] }>,
-    out: &mut Tensor<T, { [B, 1, _] }>,
-    heads: i32,
-) {
-    let pair = block_id(0);
-    let o = partial.load([pair, 0, 0], [1, SPLITS, D]).reshape([SPLITS, D]);
-    let log_sums = lse
-        .load([pair, 0], [1, SPLITS])
-        .pad(f32::NEG_INFINITY)
-        .reshape([SPLITS, 1]);
-    let m = log_sums.max(0);
-    let w = exp2(log_sums - m);
-    let mixed = select(m > f32::NEG_INFINITY, (w * o).sum(0) / w.sum(0), 0.0);
-    out.store([pair / heads, 0, pair % heads], mixed.reshape([1, 1, D]).cast::<T>());
-}
-
-/// Splits [`decode_combine`] takes at most (its `SPLITS`).
+/// Splits [`decode_attention`] combines at most (its `SPLITS`).
 pub const MAX_SPLITS: usize = 64;
 
 /// Key tiles each split takes at least, in a full cache: fewer, and the
@@ -219,6 +235,8 @@ pub struct DecodeScratch<B: Backend> {
     partial: B::Tensor<f32>,
     /// `[B * heads, splits]`.
     lse: B::Tensor<f32>,
+    /// `[B * heads]`: the splits done, 0 between launches.
+    arrived: B::Tensor<i32>,
 }
 
 impl<B: Backend> DecodeScratch<B> {
@@ -249,6 +267,7 @@ impl<B: Backend> DecodeScratch<B> {
         Ok(DecodeScratch {
             partial: on.zeros(&[batch * heads, splits, d])?,
             lse: on.zeros(&[batch * heads, splits])?,
+            arrived: on.zeros(&[batch * heads])?,
         })
     }
 
@@ -260,13 +279,14 @@ impl<B: Backend> DecodeScratch<B> {
 
 /// `out[b, 0] = softmax(q k^T / sqrt(D)) v` for every head, with `q` the
 /// query of `qkv[b, 0]` and `k`, `v` the first `len[b]` keys and values of
-/// the caches, on `on`; shapes as [`sizes`] checks them, `scratch` made for
-/// this batch and these heads. `len` is clamped to the cache (module
-/// docs). Two launches: [`decode_attention`], then [`decode_combine`].
+/// the caches, the last of them (row `len[b] - 1`) the token's own from
+/// `qkv`, which this appends to the caches; on `on`, shapes as [`sizes`]
+/// checks them, `scratch` made for this batch and these heads. `len` is
+/// clamped to the cache (module docs). One launch, [`decode_attention`].
 pub fn attention<T: Element, B: Backend>(
     on: &B,
     qkv: &B::Tensor<T>,
-    (k_cache, v_cache): (&B::Tensor<T>, &B::Tensor<T>),
+    (k_cache, v_cache): (&mut B::Tensor<T>, &mut B::Tensor<T>),
     len: &B::Tensor<i32>,
     out: &mut B::Tensor<T>,
     heads: usize,
@@ -280,12 +300,13 @@ pub fn attention<T: Element, B: Backend>(
         &[
             ("scratch.partial", scratch.partial.shape(), &[pairs, splits, d]),
             ("scratch.lse", scratch.lse.shape(), &[pairs, splits]),
+            ("scratch.arrived", scratch.arrived.shape(), &[pairs]),
         ],
     )?;
     let scale = 1.0 / (d as f32).sqrt();
     decode_attention::launch_with(
         on,
-        &[keys_per_step(d), d],
+        &[keys_per_step(d), d, MAX_SPLITS],
         (pairs as u32, splits as u32),
         qkv,
         k_cache,
@@ -293,17 +314,10 @@ pub fn attention<T: Element, B: Backend>(
         len,
         &mut scratch.partial,
         &mut scratch.lse,
-        heads as i32,
-        scale,
-    )?;
-    decode_combine::launch_with(
-        on,
-        &[MAX_SPLITS, d],
-        pairs as u32,
-        &scratch.partial,
-        &scratch.lse,
+        &mut scratch.arrived,
         out,
         heads as i32,
+        scale,
     )
 }
 

@@ -89,9 +89,11 @@ struct Shape {
     pad: usize,
 }
 
-/// Decode attention on `on` for random queries and caches and the lengths
+/// Decode attention on `on` for random tokens and caches and the lengths
 /// `len`, with `splits` splits (or those `DecodeScratch::new` picks),
-/// against the f64 reference row by row; returns the output.
+/// against the f64 reference row by row, the token's key and value at row
+/// `len - 1`; the caches must then hold them there and be unchanged
+/// elsewhere. Returns the output.
 fn decode_case<T: Num, B: Backend>(
     on: &B,
     rng: &mut Rng,
@@ -115,8 +117,8 @@ fn decode_case<T: Num, B: Backend>(
         rng.normals(batch * capacity * c, 1.0),
     );
     let qkv_d = on.upload(&host::<T>(&qkv, &[batch, 1, 3 * c])).unwrap();
-    let k_d = on.upload(&rows_apart::<T>(&k, [batch, capacity, c], pad)).unwrap();
-    let v_d = on.upload(&rows_apart::<T>(&v, [batch, capacity, c], pad)).unwrap();
+    let mut k_d = on.upload(&rows_apart::<T>(&k, [batch, capacity, c], pad)).unwrap();
+    let mut v_d = on.upload(&rows_apart::<T>(&v, [batch, capacity, c], pad)).unwrap();
     let len_d = on.upload_slice(len, &[batch]).unwrap();
     let mut out = on.upload(&HostTensor::full(&[batch, 1, c], T::of(f64::NAN))).unwrap();
     let mut scratch = match splits {
@@ -124,13 +126,24 @@ fn decode_case<T: Num, B: Backend>(
         None => DecodeScratch::new(on, &k_d, heads),
     }
     .unwrap();
-    decode::attention(on, &qkv_d, (&k_d, &v_d), &len_d, &mut out, heads, &mut scratch).unwrap();
+    decode::attention(on, &qkv_d, (&mut k_d, &mut v_d), &len_d, &mut out, heads, &mut scratch).unwrap();
     let got = values(&on.download(&out).unwrap());
 
-    let q: Vec<f64> = qkv.chunks(3 * c).flat_map(|row| rounded::<T>(&row[..c])).collect();
-    let want = decode_ref(&q, (&rounded::<T>(&k), &rounded::<T>(&v)), len, capacity, heads);
+    let qkv = rounded::<T>(&qkv);
+    let (mut k, mut v) = (rounded::<T>(&k), rounded::<T>(&v));
+    for (b, &n) in len.iter().enumerate() {
+        if (1..=capacity as i32).contains(&n) {
+            let (from, to) = (b * 3 * c, (b * capacity + n as usize - 1) * c);
+            k[to..to + c].copy_from_slice(&qkv[from + c..from + 2 * c]);
+            v[to..to + c].copy_from_slice(&qkv[from + 2 * c..from + 3 * c]);
+        }
+    }
+    let q: Vec<f64> = qkv.chunks(3 * c).flat_map(|row| row[..c].to_vec()).collect();
+    let want = decode_ref(&q, (&k, &v), len, capacity, heads);
     let what = format!("decode {} {shape:?} len {len:?} splits {}", T::DTYPE, scratch.splits());
     assert_rows_close(&what, &got, &want, batch, tol);
+    assert!(values(&on.download(&k_d).unwrap()) == k, "{what}: keys cached");
+    assert!(values(&on.download(&v_d).unwrap()) == v, "{what}: values cached");
     got
 }
 
@@ -275,7 +288,7 @@ fn kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache() {
 /// Generation against prefill, on `on`: the caches filled by `write_kv`
 /// from a right-padded batch of prompts of lengths `prompts` (the padding
 /// rows random, as pad tokens' keys would be), then `steps` tokens decoded
-/// one at a time (each written at its position, then attending up to and
+/// one at a time (each appended at its position by its step, attending up to and
 /// including itself). Each query's output, the prompts' last included,
 /// must equal that row of the causal prefill kernel (`attention::run`)
 /// over the whole sequences.
@@ -315,7 +328,7 @@ fn generation_case<T: Num, B: Backend>(
     let mut scratch = DecodeScratch::new(on, &k_cache, heads).unwrap();
     let mut out = on.zeros::<T>(&[batch, 1, c]).unwrap();
     // Step 0 is the prompts' last token, already cached; step i > 0 the
-    // token at position prompt + i - 1, written first.
+    // token at position prompt + i - 1, which the step appends.
     for i in 0..=steps {
         let pos: Vec<usize> = prompts.iter().map(|&n| n + i - 1).collect();
         let step: Vec<f64> = pos
@@ -324,14 +337,10 @@ fn generation_case<T: Num, B: Backend>(
             .flat_map(|(b, &p)| token(b, p).to_vec())
             .collect();
         let step = on.upload(&host::<T>(&step, &[batch, 1, 3 * c])).unwrap();
-        if i > 0 {
-            let start: Vec<i32> = pos.iter().map(|&p| p as i32).collect();
-            let start = on.upload_slice(&start, &[batch]).unwrap();
-            decode::write_kv(on, &step, &mut k_cache, &mut v_cache, &start).unwrap();
-        }
         let len: Vec<i32> = pos.iter().map(|&p| p as i32 + 1).collect();
         let len = on.upload_slice(&len, &[batch]).unwrap();
-        decode::attention(on, &step, (&k_cache, &v_cache), &len, &mut out, heads, &mut scratch).unwrap();
+        let caches = (&mut k_cache, &mut v_cache);
+        decode::attention(on, &step, caches, &len, &mut out, heads, &mut scratch).unwrap();
         let got = values(&on.download(&out).unwrap());
         let want: Vec<f64> = pos
             .iter()
@@ -347,7 +356,7 @@ fn generation_case<T: Num, B: Backend>(
 /// every head size.
 const PROMPTS: [usize; 4] = [1, 5, 70, 33];
 
-fn decode_after_kv_write_matches_causal_prefill() {
+fn decode_after_prefill_matches_causal_prefill() {
     let mut rng = Rng::new(5);
     for (heads, d) in [(2, 32), (3, 64), (1, 128)] {
         generation_case::<f32, _>(&Cpu, &mut rng, (heads, d), &PROMPTS, 4, f32::TOL);
@@ -375,11 +384,19 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     let len = HostTensor::<i32>::full(&[batch], 1);
     let mut scratch = DecodeScratch::new(&Cpu, &k, heads).unwrap();
     let mut out = HostTensor::full(&[batch, 1, c], f32::NAN);
-    type Caches<'a> = (&'a HostTensor<f32>, &'a HostTensor<f32>);
-    let mut attend =
-        |qkv: &HostTensor<f32>, caches: Caches, len: &HostTensor<i32>, out: &mut HostTensor<f32>, heads| {
-            decode::attention(&Cpu, qkv, caches, len, out, heads, &mut scratch)
-        };
+    let mut attend = |qkv: &HostTensor<f32>,
+                      (k, v): (&HostTensor<f32>, &HostTensor<f32>),
+                      len: &HostTensor<i32>,
+                      out: &mut HostTensor<f32>,
+                      heads| {
+        let (mut k, mut v) = (k.clone(), v.clone());
+        let r = decode::attention(&Cpu, qkv, (&mut k, &mut v), len, out, heads, &mut scratch);
+        assert!(
+            r.is_ok() || k.to_vec().iter().all(|&x| x == 1.0),
+            "a failed call wrote the cache"
+        );
+        r
+    };
 
     assert!(is_shape_error(
         attend(&t(&[batch, 3 * c]), (&k, &v), &len, &mut out, heads),
@@ -422,7 +439,8 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     // Scratch for another batch.
     let other = t(&[batch + 1, capacity, c]);
     let mut wrong = DecodeScratch::new(&Cpu, &other, heads).unwrap();
-    let r = decode::attention(&Cpu, &qkv, (&k, &v), &len, &mut out, heads, &mut wrong);
+    let (mut k1, mut v1) = (k.clone(), v.clone());
+    let r = decode::attention(&Cpu, &qkv, (&mut k1, &mut v1), &len, &mut out, heads, &mut wrong);
     assert!(is_shape_error(r, "scratch"));
     for splits in [0, MAX_SPLITS + 1] {
         assert!(is_shape_error(
@@ -529,7 +547,7 @@ fn gpu_kv_write_matches_cpu(device: Arc<Device>) {
     }
 }
 
-fn gpu_decode_after_kv_write_matches_causal_prefill(device: Arc<Device>) {
+fn gpu_decode_after_prefill_matches_causal_prefill(device: Arc<Device>) {
     let s = device.stream();
     let mut rng = Rng::new(11);
     for (heads, d) in [(2, 32), (3, 64), (1, 128), (12, 64)] {
@@ -559,8 +577,8 @@ fn main() -> ExitCode {
             kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache,
         ),
         Test::new(
-            "decode_after_kv_write_matches_causal_prefill",
-            decode_after_kv_write_matches_causal_prefill,
+            "decode_after_prefill_matches_causal_prefill",
+            decode_after_prefill_matches_causal_prefill,
         ),
         Test::new(
             "mismatched_shapes_are_typed_errors_and_launch_nothing",
@@ -572,8 +590,8 @@ fn main() -> ExitCode {
         ),
         Test::gpu("gpu_kv_write_matches_cpu", gpu_kv_write_matches_cpu),
         Test::gpu(
-            "gpu_decode_after_kv_write_matches_causal_prefill",
-            gpu_decode_after_kv_write_matches_causal_prefill,
+            "gpu_decode_after_prefill_matches_causal_prefill",
+            gpu_decode_after_prefill_matches_causal_prefill,
         ),
     ])
 }
