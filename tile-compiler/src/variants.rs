@@ -3,10 +3,14 @@
 //! (its warps, its `mma` path, the tensors it accesses with 16-byte
 //! vectors) with its [`Plan`]:
 //!
-//! - portable (`mma.sync`, every target): all tensors with vectors (`v`),
-//!   then for an `mma` kernel whose pipelines copy only some tensors only
-//!   those (`vs`), then none (`s`): each serves arguments the one before
-//!   cannot (an LM head's output rows are not 16-byte aligned). Each of
+//! - portable (`mma.sync`, every target): every tensor loaded or stored as
+//!   tiles with vectors (`v`), then for an `mma` kernel whose pipelines
+//!   copy only some tensors only those (`vs`), then none (`s`): each serves
+//!   arguments the one before cannot (an LM head's output rows are not
+//!   16-byte aligned). Tensors read or written element by element (`get`,
+//!   `gather`, `scatter`, atomics) are never among them, as vectors would
+//!   not serve them: a one-element length tensor does not rule vectors out
+//!   for the rest. Each of
 //!   them also as a persistent kernel of two tiles per block (`_persistent`)
 //!   where two of its blocks would share an SM;
 //! - on sm_90a, `wgmma` with TMA (`wgmma`, `wgmma_s`), warp-specialized
@@ -18,7 +22,7 @@
 use crate::ast;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ir::{Func, Param};
+use crate::ir::{Func, Op, OpKind, Param};
 use crate::layout::{self, Layouts, MmaPath};
 use crate::plan::memory::place;
 use crate::plan::{Context, Plan};
@@ -86,7 +90,7 @@ pub struct VariantPlan {
 /// order the runtime's selection expects.
 pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
     let stages = kernel.num_stages;
-    let tensors = func.tensor_params();
+    let tensors = tile_accessed(func);
     let mut out = Vec::new();
     // A portable variant for `vectorized`, and its persistent form where
     // it has one; the tensors its pipelines copy.
@@ -118,9 +122,11 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
         }
         Ok(operands)
     };
-    let operands = portable(&tensors, "v")?;
-    if !operands.is_empty() && operands != tensors {
-        portable(&operands, "vs")?;
+    if !tensors.is_empty() {
+        let operands = portable(&tensors, "v")?;
+        if !operands.is_empty() && operands != tensors {
+            portable(&operands, "vs")?;
+        }
     }
     portable(&[], "s")?;
 
@@ -188,4 +194,22 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
         break;
     }
     Ok(out)
+}
+
+/// The tensor parameters `func` loads or stores as tiles, in order: those
+/// 16-byte vectors can serve.
+fn tile_accessed(func: &Func) -> Vec<usize> {
+    fn visit(ops: &[Op], seen: &mut Vec<bool>) {
+        for op in ops {
+            if let OpKind::Load { tensor, .. } | OpKind::Store { tensor, .. } = op.kind {
+                seen[tensor] = true;
+            }
+            for body in op.kind.bodies() {
+                visit(body, seen);
+            }
+        }
+    }
+    let mut seen = vec![false; func.params.len()];
+    visit(&func.body, &mut seen);
+    func.tensor_params().into_iter().filter(|&t| seen[t]).collect()
 }

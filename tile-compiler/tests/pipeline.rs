@@ -1099,3 +1099,30 @@ fn prefetches_run_before_the_wait_for_the_previous_kernel_and_loads_after() {
     let p = ptx(&softmax, true);
     assert!(p.find("griddepcontrol.wait;") < p.find("ld.global"));
 }
+
+#[test]
+fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
+    // `len` (one element a sequence, say) is read with `get`, `hits` is
+    // scattered into and `count` counted with `fetch_add`: none of them is
+    // a tile access, so the vector variant asks alignment of `x` and `y` alone.
+    let k = compile(
+        "B = [256]",
+        "fn scale<const B: usize>(
+            x: &Tensor<f32>,
+            len: &Tensor<i32>,
+            hits: &mut Tensor<i32>,
+            count: &mut Tensor<i32>,
+            y: &mut Tensor<f32>,
+        ) {
+            let r = block_id(0);
+            let n = len.get([r]);
+            let t = x.load([r, 0], [1, B]);
+            hits.scatter([arange(4)], full([4], n));
+            let before = count.fetch_add([0], 1);
+            y.store([r, 0], t * (n + before).cast::<f32>());
+        }",
+    );
+    let entries: Vec<(&str, &[usize])> = k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect();
+    assert_eq!(entries, [("scale_256_v", &[0, 4][..]), ("scale_256_s", &[][..])]);
+    assert!(ptx(&k, true).contains("ld.global.nc.v4.f32"));
+}

@@ -43,8 +43,8 @@ pub struct Variant {
     /// accesses with 16-byte vectors: valid only when each of those
     /// arguments is 16-byte aligned with a contiguous last dimension whose
     /// length and the other strides are multiples of 16 bytes (the
-    /// launcher checks). All tensors, none, or those an `mma` kernel's
-    /// pipelines copy (`cp.async`, TMA).
+    /// launcher checks). All the tensors it loads or stores as tiles, none,
+    /// or those an `mma` kernel's pipelines copy (`cp.async`, TMA).
     pub vectorized: Cow<'static, [usize]>,
     /// The `.entry` name.
     pub entry: Cow<'static, str>,
