@@ -4,7 +4,7 @@
 //! vectors) with its [`Plan`]:
 //!
 //! - portable (`mma.sync`, every target): every tensor loaded or stored as
-//!   tiles with vectors (`v`), then for an `mma` kernel whose pipelines
+//!   tiles of rows of two elements or more with vectors (`v`), then for an `mma` kernel whose pipelines
 //!   copy only some tensors only those (`vs`), then none (`s`): each serves
 //!   arguments the one before cannot (an LM head's output rows are not
 //!   16-byte aligned). Tensors read or written element by element (`get`,
@@ -196,20 +196,33 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
     Ok(out)
 }
 
-/// The tensor parameters `func` loads or stores as tiles, in order: those
-/// 16-byte vectors can serve.
+/// The tensor parameters `func` loads or stores as tiles of rows of more
+/// than one element, in order: those vectors can serve. (A tile of
+/// one-element rows, a `[1]` counter reset, say, moves element by element
+/// in any variant.)
 fn tile_accessed(func: &Func) -> Vec<usize> {
-    fn visit(ops: &[Op], seen: &mut Vec<bool>) {
+    fn visit(func: &Func, ops: &[Op], seen: &mut Vec<bool>) {
         for op in ops {
-            if let OpKind::Load { tensor, .. } | OpKind::Store { tensor, .. } = op.kind {
-                seen[tensor] = true;
+            let tile = match op.kind {
+                OpKind::Load { tensor, .. } => Some((tensor, op.results[0])),
+                OpKind::Store { tensor, value, .. } => Some((tensor, value)),
+                _ => None,
+            };
+            if let Some((t, v)) = tile {
+                let row = func.values[v]
+                    .shape
+                    .as_ref()
+                    .and_then(|s| s.last())
+                    .copied()
+                    .unwrap_or(1);
+                seen[t] |= row > 1;
             }
             for body in op.kind.bodies() {
-                visit(body, seen);
+                visit(func, body, seen);
             }
         }
     }
     let mut seen = vec![false; func.params.len()];
-    visit(&func.body, &mut seen);
+    visit(func, &func.body, &mut seen);
     func.tensor_params().into_iter().filter(|&t| seen[t]).collect()
 }

@@ -1103,8 +1103,9 @@ fn prefetches_run_before_the_wait_for_the_previous_kernel_and_loads_after() {
 #[test]
 fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
     // `len` (one element a sequence, say) is read with `get`, `hits` is
-    // scattered into and `count` counted with `fetch_add`: none of them is
-    // a tile access, so the vector variant asks alignment of `x` and `y` alone.
+    // scattered into, and `count` counted with `fetch_add` and stored a
+    // one-element tile: none of them can take vectors, so the vector
+    // variant asks alignment of `x` and `y` alone.
     let k = compile(
         "B = [256]",
         "fn scale<const B: usize>(
@@ -1119,6 +1120,7 @@ fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
             let t = x.load([r, 0], [1, B]);
             hits.scatter([arange(4)], full([4], n));
             let before = count.fetch_add([0], 1);
+            count.store([1], zeros::<i32>([1]));
             y.store([r, 0], t * (n + before).cast::<f32>());
         }",
     );

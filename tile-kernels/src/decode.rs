@@ -28,7 +28,7 @@
 //! outside `0..S` are not written.
 
 use crate::shapes::{dims, expect_shapes};
-use tile::{Backend, Element, TensorView};
+use tile::{Backend, Element, HostTensor, TensorView};
 
 /// `k_cache[b, start[b] + t] = qkv[b, t, C..2C]` and
 /// `v_cache[b, start[b] + t] = qkv[b, t, 2C..3C]`: the keys and values of
@@ -64,9 +64,10 @@ pub fn kv_write<T, const BLOCK: usize>(
 /// (`[D]`, f32) with `p = exp(q·k * scale)` over its keys, and
 /// `lse[b * heads + h, split] = log2 Σ p` (the scores in base 2). The
 /// pair's last split to finish (`arrived[pair]`, left at 0 after) weighs
-/// the splits by `w = exp2(lse - max lse)` into `Σ w partial / Σ w`; the
-/// splits past `splits` (up to `SPLITS`) load with a log-sum-exp of `-inf`,
-/// weight 0. A sequence without keys gets zeros.
+/// the splits by `w = exp2(lse - max lse)` into `Σ w partial / Σ w`. The
+/// entries of `lse` past the grid's splits must hold `-inf` (weight 0),
+/// as [`DecodeScratch`] keeps them; past `N`, up to `SPLITS`, loads pad
+/// with `-inf`. A sequence without keys gets zeros.
 ///
 /// The token's own key and value, in `qkv`'s second and third thirds, are
 /// the sequence's last (row `len[b] - 1`): the split whose keys hold that
@@ -181,6 +182,14 @@ pub fn columns_per_block(c: usize) -> Option<usize> {
     (c > 0 && block >= 32).then_some(block)
 }
 
+/// The length of a scratch row for `splits` splits: rounded up to 4, so
+/// that rows of log-sum-exps are 16 bytes long and [`decode_attention`]
+/// runs its variant with vector accesses. The entries past `splits` keep
+/// a log-sum-exp of `-inf` (weight 0), and partials of 0.
+fn row_length(splits: usize) -> usize {
+    splits.next_multiple_of(4)
+}
+
 /// Splits per (sequence, head) for `pairs` (sequence, head) pairs over a
 /// cache of `capacity` positions, `keys` per step, on a GPU of `sms`
 /// multiprocessors: enough blocks for two waves of one block per SM, as
@@ -231,9 +240,11 @@ fn head_size(c: usize, heads: usize) -> tile::Result<usize> {
 /// log-sum-exp, for one batch size, head count and head size. Create it
 /// once per batch and reuse it for every step.
 pub struct DecodeScratch<B: Backend> {
-    /// `[B * heads, splits, D]`.
+    /// Splits per (sequence, head).
+    splits: usize,
+    /// `[B * heads, row_length(splits), D]`.
     partial: B::Tensor<f32>,
-    /// `[B * heads, splits]`.
+    /// `[B * heads, row_length(splits)]`, `-inf` past `splits`.
     lse: B::Tensor<f32>,
     /// `[B * heads]`: the splits done, 0 between launches.
     arrived: B::Tensor<i32>,
@@ -264,16 +275,18 @@ impl<B: Backend> DecodeScratch<B> {
                 "decode attention takes 1 to {MAX_SPLITS} splits, not {splits}"
             )));
         }
+        let (pairs, row) = (batch * heads, row_length(splits));
         Ok(DecodeScratch {
-            partial: on.zeros(&[batch * heads, splits, d])?,
-            lse: on.zeros(&[batch * heads, splits])?,
+            splits,
+            partial: on.zeros(&[pairs, row, d])?,
+            lse: on.upload(&HostTensor::full(&[pairs, row], f32::NEG_INFINITY))?,
             arrived: on.zeros(&[batch * heads])?,
         })
     }
 
     /// Splits per (sequence, head).
     pub fn splits(&self) -> usize {
-        self.lse.shape()[1]
+        self.splits
     }
 }
 
@@ -295,11 +308,12 @@ pub fn attention<T: Element, B: Backend>(
     let caches = (k_cache.shape(), v_cache.shape());
     let (batch, d) = sizes(qkv.shape(), caches, len.shape(), out.shape(), heads)?;
     let (pairs, splits) = (batch * heads, scratch.splits());
+    let row = row_length(splits);
     expect_shapes(
         &format!("scratch for {batch} sequences in {heads} heads of {d} columns"),
         &[
-            ("scratch.partial", scratch.partial.shape(), &[pairs, splits, d]),
-            ("scratch.lse", scratch.lse.shape(), &[pairs, splits]),
+            ("scratch.partial", scratch.partial.shape(), &[pairs, row, d]),
+            ("scratch.lse", scratch.lse.shape(), &[pairs, row]),
             ("scratch.arrived", scratch.arrived.shape(), &[pairs]),
         ],
     )?;
