@@ -10,7 +10,9 @@
 //! - prefill: a batch of prompts of one length into a KV cache, to the
 //!   logits of each prompt's last token (what generation needs), median of
 //!   wall-clock runs that end with the logits on the host;
-//! - time to first token: one prompt of 1,000 tokens, loaded and tuned;
+//! - time to first token: one prompt of 1,000 tokens, loaded and tuned,
+//!   to its logits on the host (as above) and to its greedy token picked
+//!   on the GPU (`prefill_greedy`, what `generate` runs);
 //! - decode: a 16-token prompt and 256 new tokens, greedy, past any
 //!   end-of-text, tokens per second after the first token (`generate`'s
 //!   own timing), after one run of the same shape has tuned the kernels;
@@ -35,12 +37,23 @@ const PROMPT: [u32; 16] = [
 const NEW_TOKENS: usize = 256;
 
 /// Median milliseconds of `reps` prefills of `batch` prompts of `len`
-/// tokens (after two runs that tune and warm up).
-fn prefill<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, len: usize, reps: usize) -> f64 {
+/// tokens (after two runs that tune and warm up), to the last logits on
+/// the host, or with `greedy` to the next tokens picked on the GPU.
+fn prefill<T: Float>(
+    s: &Stream,
+    model: &Gpt<Stream, T>,
+    (batch, len): (usize, usize),
+    reps: usize,
+    greedy: bool,
+) -> f64 {
     let prompts = prompts(batch, len, model.config.vocab_size);
     let mut cache = model.cache(s, batch, len).unwrap();
     median_wall_ms(reps, || {
-        model.prefill(s, &mut cache, &prompts).unwrap();
+        if greedy {
+            model.prefill_greedy(s, &mut cache, &prompts).unwrap();
+        } else {
+            model.prefill(s, &mut cache, &prompts).unwrap();
+        }
     })
 }
 
@@ -73,13 +86,18 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
         &[(16, 1024.min(ctx))]
     };
     for &(b, t) in shapes {
-        println!("{dtype}: prefill B={b} T={t}: {:.2} ms", prefill(s, &model, b, t, 10));
+        println!(
+            "{dtype}: prefill B={b} T={t}: {:.2} ms",
+            prefill(s, &model, (b, t), 10, false)
+        );
     }
     if dtype == "bf16" {
         let t = 1000.min(ctx);
         println!(
-            "{dtype}: time to first token, {t}-token prompt: {:.2} ms",
-            prefill(s, &model, 1, t, 5)
+            "{dtype}: time to first token, {t}-token prompt: {:.2} ms to the logits on the host, \
+             {:.2} ms to the greedy token (picked on the GPU)",
+            prefill(s, &model, (1, t), 5, false),
+            prefill(s, &model, (1, t), 5, true)
         );
     }
     let mut launched: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();

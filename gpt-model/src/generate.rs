@@ -106,6 +106,15 @@ pub(crate) trait Decoder {
     fn config(&self) -> &Config;
     fn cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache>;
     fn prefill(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<f32>>;
+    /// The prefill, then each prompt's next token as `decode_greedy` picks.
+    fn prefill_greedy(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>>;
+    /// The prefill, then each prompt's next token as `decode_sampled` draws.
+    fn prefill_sampled(
+        &self,
+        cache: &mut Self::Cache,
+        prompts: &[Vec<u32>],
+        sample: (Draw, &[u32]),
+    ) -> Result<Vec<(f32, u32)>>;
     fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
     /// Each sequence's largest logit and its token id (the lowest on a tie).
     fn decode_greedy(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>>;
@@ -131,6 +140,17 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     }
     fn prefill(&self, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
         self.1.prefill(self.0, cache, prompts)
+    }
+    fn prefill_greedy(&self, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
+        self.1.prefill_greedy(self.0, cache, prompts)
+    }
+    fn prefill_sampled(
+        &self,
+        cache: &mut KvCache<B, T>,
+        prompts: &[Vec<u32>],
+        sample: (Draw, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        self.1.prefill_sampled(self.0, cache, prompts, sample)
     }
     fn decode(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         self.1.decode(self.0, cache, tokens)
@@ -184,10 +204,21 @@ pub(crate) fn run<D: Decoder>(
     }
     let mut running: Vec<bool> = vec![true; batch];
     let vocab = model.config().vocab_size;
-    let prefilled = model.prefill(&mut cache, &request.prompts)?;
-    let mut picked: Vec<u32> = (0..batch)
-        .map(|s| samplers[s].pick(&prefilled[s * vocab..(s + 1) * vocab]))
-        .collect();
+    // The first tokens are picked where the later ones are: on the
+    // backend, unless the draw needs the host.
+    let mut picked: Vec<u32> = if sampling.is_greedy() {
+        let picks = model.prefill_greedy(&mut cache, &request.prompts)?;
+        picks.into_iter().map(|(_, t)| t).collect()
+    } else if let Some(draw) = draw {
+        let keys: Vec<u32> = samplers.iter_mut().map(Sampler::key).collect();
+        let picks = model.prefill_sampled(&mut cache, &request.prompts, (draw, &keys))?;
+        picks.into_iter().map(|(_, t)| t).collect()
+    } else {
+        let prefilled = model.prefill(&mut cache, &request.prompts)?;
+        (0..batch)
+            .map(|s| samplers[s].pick(&prefilled[s * vocab..(s + 1) * vocab]))
+            .collect()
+    };
     // Decoding starts once the prompts' tokens are out: its time counts
     // every later step with its pick.
     let mut decode_start = None;

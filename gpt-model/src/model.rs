@@ -345,6 +345,47 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// never lets a prompt's tokens see the padding after them, and each
     /// sequence's decoding overwrites its padding in the cache.
     pub fn prefill(&self, on: &B, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+        let rows = self.prefill_rows(on, cache, prompts)?;
+        self.logits(on, &rows)
+    }
+
+    /// [`Gpt::prefill`] for greedy decoding: each prompt's next token (its
+    /// largest logit, the lowest id on a tie) picked on the backend, as
+    /// [`Gpt::decode_greedy`] picks, so that the logits stay there.
+    pub fn prefill_greedy(&self, on: &B, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
+        self.prefill_picked(on, cache, prompts, Pick::Greedy)
+    }
+
+    /// [`Gpt::prefill`] for sampling: each prompt's next token drawn on the
+    /// backend with its key, as [`Gpt::decode_sampled`] draws.
+    pub fn prefill_sampled(
+        &self,
+        on: &B,
+        cache: &mut KvCache<B, T>,
+        prompts: &[Vec<u32>],
+        (draw, keys): (Draw, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        self.write_keys(on, cache, (draw, keys))?;
+        self.prefill_picked(on, cache, prompts, Pick::Sample(draw))
+    }
+
+    /// The prefill, then each prompt's last logits into the cache's and
+    /// the pick there.
+    fn prefill_picked(
+        &self,
+        on: &B,
+        cache: &mut KvCache<B, T>,
+        prompts: &[Vec<u32>],
+        pick: Pick,
+    ) -> Result<Vec<(f32, u32)>> {
+        let rows = self.prefill_rows(on, cache, prompts)?;
+        self.lm_head(on, &rows, &mut cache.logits)?;
+        self.pick(on, cache, pick)?;
+        self.picked(on, cache, pick)
+    }
+
+    /// [`Gpt::prefill`] up to each prompt's last row of activations, `[batch, C]`.
+    fn prefill_rows(&self, on: &B, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<B::Tensor<T>> {
         if prompts.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
                 "{} prompts for a cache of {} sequences",
@@ -378,7 +419,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let mut rows = on.zeros(&[b, self.config.n_embd])?;
         embedding::run_gather_rows(on, &on.upload_slice(&last, &[b])?, &acts.x, &mut rows)?;
         cache.set_lengths(prompts.iter().map(Vec::len));
-        self.logits(on, &rows)
+        Ok(rows)
     }
 
     /// Runs one token per sequence of `cache`, each at its sequence's next
@@ -415,6 +456,13 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         tokens: &[Option<u32>],
         (draw, keys): (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
+        self.write_keys(on, cache, (draw, keys))?;
+        self.step(on, cache, tokens, Pick::Sample(draw))?;
+        self.picked(on, cache, Pick::Sample(draw))
+    }
+
+    /// A draw's keys, one per sequence, into the cache, the draw checked.
+    fn write_keys(&self, on: &B, cache: &mut KvCache<B, T>, (draw, keys): (Draw, &[u32])) -> Result<()> {
         if keys.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
                 "{} sampling keys for a cache of {} sequences",
@@ -424,8 +472,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         }
         draw.check().map_err(|e| GptError::Sampling(e.to_string()))?;
         on.write(&mut cache.keys, keys)?;
-        self.step(on, cache, tokens, Pick::Sample(draw))?;
-        self.picked(on, cache, Pick::Sample(draw))
+        Ok(())
     }
 
     /// The pick of a step that ended as `pick`, per sequence: (value,
@@ -671,6 +718,12 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         })();
         cache.activations = Some(acts);
         ran?;
+        self.pick(on, cache, pick)
+    }
+
+    /// The pick of the cache's logits, as `pick` says, into its `best` and
+    /// `best_column`.
+    fn pick(&self, on: &B, cache: &mut KvCache<B, T>, pick: Pick) -> Result<()> {
         let whole_row = self.whole_row(cache, pick);
         let (best, column) = (&mut cache.best, &mut cache.best_column);
         match (pick, &mut cache.whole, &self.all_reduce) {

@@ -280,6 +280,27 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         self.each(cache, |on, model, cache| model.prefill(on, cache, prompts))
     }
 
+    /// [`Gpt::prefill_greedy`] on every rank: each prompt's next token, the
+    /// largest of the ranks' picks, as [`TensorParallel::decode_greedy`].
+    pub fn prefill_greedy(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
+        let ranks = self.on_every_rank(cache, |on, model, cache| model.prefill_greedy(on, cache, prompts))?;
+        Ok(largest(ranks))
+    }
+
+    /// [`Gpt::prefill_sampled`] on every rank: each prompt's next token, as
+    /// [`TensorParallel::decode_sampled`] draws.
+    pub fn prefill_sampled(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        prompts: &[Vec<u32>],
+        sample: (Draw, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        let ranks = self.on_every_rank(cache, |on, model, cache| {
+            model.prefill_sampled(on, cache, prompts, sample)
+        })?;
+        Ok(largest(ranks))
+    }
+
     /// [`Gpt::decode`] on every rank: the logits, `[batch, vocab_size]`.
     pub fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         self.each(cache, |on, model, cache| model.decode(on, cache, tokens))
@@ -371,6 +392,17 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     }
     fn prefill(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
         TensorParallel::prefill(self, cache, prompts)
+    }
+    fn prefill_greedy(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
+        TensorParallel::prefill_greedy(self, cache, prompts)
+    }
+    fn prefill_sampled(
+        &self,
+        cache: &mut ShardedCache<B, T>,
+        prompts: &[Vec<u32>],
+        sample: (Draw, &[u32]),
+    ) -> Result<Vec<(f32, u32)>> {
+        TensorParallel::prefill_sampled(self, cache, prompts, sample)
     }
     fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         TensorParallel::decode(self, cache, tokens)

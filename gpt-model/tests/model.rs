@@ -99,8 +99,9 @@ fn tiny_matches_transformers<B: Backend>(on: &B, what: &str, tol: f64, tf32: boo
 }
 
 /// Decoding with the cache gives, at every step, the logits of recomputing
-/// the whole sequence; a greedy step, their largest; a step sampled with
-/// top-k 3, one of their three largest.
+/// the whole sequence; a greedy step (and a greedy prefill), their
+/// largest; a step (and a prefill) sampled with top-k 3, one of their
+/// three largest.
 fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     let checkpoint = Checkpoint::from_dir(&fixtures().join("tiny-gpt2")).unwrap();
     let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
@@ -108,22 +109,23 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     let mut seq = vec![5, 77, 300, 12, 12, 9];
     let mut cache = model.cache(on, 1, 40).unwrap();
     let mut logits = model.prefill(on, &mut cache, std::slice::from_ref(&seq)).unwrap();
-    // A second cache decodes the same tokens greedily (replayed on a GPU).
-    let mut greedy_cache = model.cache(on, 1, 40).unwrap();
-    model
-        .prefill(on, &mut greedy_cache, std::slice::from_ref(&seq))
-        .unwrap();
-    let mut sampled_cache = model.cache(on, 1, 40).unwrap();
-    model
-        .prefill(on, &mut sampled_cache, std::slice::from_ref(&seq))
-        .unwrap();
     let top3 = Draw {
         temperature: 2.0,
         top_k: Some(3),
         top_p: None,
     };
-    let mut best = None;
-    let mut drawn = None;
+    // A second cache decodes the same tokens greedily (replayed on a GPU),
+    // a third samples them; their prefills pick too.
+    let prompt = std::slice::from_ref(&seq);
+    let mut greedy_cache = model.cache(on, 1, 40).unwrap();
+    let mut best = Some(model.prefill_greedy(on, &mut greedy_cache, prompt).unwrap()[0]);
+    let mut sampled_cache = model.cache(on, 1, 40).unwrap();
+    let key = [4049];
+    let mut drawn = Some(
+        model
+            .prefill_sampled(on, &mut sampled_cache, prompt, (top3, &key))
+            .unwrap()[0],
+    );
     for step in 0..12 {
         let full = model.forward(on, &seq).unwrap();
         let e = rel_err(
