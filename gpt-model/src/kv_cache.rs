@@ -16,9 +16,9 @@ pub struct KvCache<B: Backend, T: Element> {
     v: Vec<B::Tensor<T>>,
     lengths: Vec<usize>,
     capacity: usize,
-    /// The current pass's first position per sequence, on the backend.
+    /// A prefill's first position per sequence, on the backend.
     starts: B::Tensor<i32>,
-    /// The current pass's end per sequence (`starts` + its tokens).
+    /// The current pass's end per sequence (a prefill's `starts` + its tokens; a decode step's position + 1).
     ends: B::Tensor<i32>,
     /// Decode attention's per-split results, reused every step.
     scratch: DecodeScratch<B>,
@@ -117,12 +117,21 @@ impl<B: Backend, T: Element> KvCache<B, T> {
         &self.lengths
     }
 
-    /// Prepares a pass that writes `tokens` positions per sequence from
+    /// Prepares a prefill that writes `tokens` positions per sequence from
     /// `starts` (written in place).
     pub(crate) fn begin(&mut self, on: &B, starts: &[usize], tokens: usize) -> Result<()> {
         let starts: Vec<i32> = starts.iter().map(|&s| s as i32).collect();
         let ends: Vec<i32> = starts.iter().map(|&s| s + tokens as i32).collect();
         on.write(&mut self.starts, &starts)?;
+        on.write(&mut self.ends, &ends)?;
+        Ok(())
+    }
+
+    /// Prepares a decode step of one token per sequence at `positions`:
+    /// `ends` only (written in place), as decode attention appends each
+    /// token at its end less one and reads no `starts`.
+    pub(crate) fn begin_step(&mut self, on: &B, positions: &[usize]) -> Result<()> {
+        let ends: Vec<i32> = positions.iter().map(|&p| p as i32 + 1).collect();
         on.write(&mut self.ends, &ends)?;
         Ok(())
     }

@@ -519,7 +519,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         }
         let ids: Vec<u32> = tokens.iter().map(|t| t.unwrap_or(0)).collect();
         self.check_tokens(&ids)?;
-        cache.begin(on, &positions, 1)?;
+        cache.begin_step(on, &positions)?;
         let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let positions: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         on.write(&mut cache.ids, &ids)?;
