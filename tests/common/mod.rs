@@ -138,11 +138,12 @@ pub fn argmax_ref(x: &[f64], cols: usize) -> Vec<(f64, usize)> {
 
 /// Rows of `cols` normals with ties for the largest placed far apart
 /// (in other tiles of the kernels), a row of one repeated value and a row
-/// of −∞ and NaN: what [`argmax_ref`] is checked on.
+/// of −∞ and NaN, and a row of negative values: what [`argmax_ref`] is
+/// checked on.
 pub fn argmax_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f64> {
     let mut x = rng.normals(rows * cols, 1.0);
     for (r, row) in x.chunks_mut(cols).enumerate() {
-        match r % 4 {
+        match r % 5 {
             1 => {
                 let (a, b) = (rng.below(cols), rng.below(cols));
                 row[a] = 9.0;
@@ -153,6 +154,8 @@ pub fn argmax_rows(rng: &mut Rng, rows: usize, cols: usize) -> Vec<f64> {
                 row.fill(f64::NEG_INFINITY);
                 row[cols / 2] = f64::NAN;
             }
+            // Every value negative: padding read as 0 would win.
+            4 => row.iter_mut().for_each(|v| *v -= 100.0),
             _ => {}
         }
     }

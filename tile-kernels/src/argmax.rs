@@ -12,7 +12,7 @@ use tile::prelude::*;
 /// `value[r] = max x[r]` and `index[r]` its first position, `BLOCK`
 /// columns at a time, one row per block. NaN is skipped, as `max` skips
 /// it; a row of NaN and −∞ gives −∞ at position 0.
-#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024, 16384], num_warps = 16)]
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024], num_warps = 16)]
 pub fn argmax_rows<T, const BLOCK: usize>(
     x: &Tensor<T, { [M, N] }>,
     value: &mut Tensor<f32, { [M] }>,
@@ -33,17 +33,83 @@ pub fn argmax_rows<T, const BLOCK: usize>(
     index.store([row], at.reshape([1]));
 }
 
+/// [`argmax_rows`] for long rows, a block per `BLOCK` columns of a row
+/// (grid `M * cdiv(N, BLOCK)`), the columns' blocks fastest: each writes
+/// its columns' largest value and first position into `part_value`,
+/// `part_index` (`[M, P]`, `P` at least `cdiv(N, BLOCK)`; the columns
+/// past that are not read), and the row's
+/// last block to finish (counted in `arrived[r]`, which must hold 0, and
+/// is left at 0) reduces them, `PARTS` at a time. A row at one block per
+/// SM would read its columns one tile after another; these blocks read
+/// theirs at once.
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [1024], PARTS = [64], num_warps = 4)]
+pub fn argmax_split<T, const BLOCK: usize, const PARTS: usize>(
+    x: &Tensor<T, { [M, N] }>,
+    part_value: &mut Tensor<f32, { [M, P] }>,
+    part_index: &mut Tensor<i32, { [M, P] }>,
+    arrived: &mut Tensor<i32, { [M] }>,
+    value: &mut Tensor<f32, { [M] }>,
+    index: &mut Tensor<i32, { [M] }>,
+) {
+    let parts = cdiv(N, BLOCK);
+    let row = block_id(0) / parts;
+    let j = block_id(0) % parts;
+    let t = x.load([row, j], [1, BLOCK]).pad(f32::NEG_INFINITY).cast::<f32>();
+    part_value.store([row, j], t.max(1).reshape([1, 1]));
+    part_index.store([row, j], (t.argmax(1) + j * BLOCK as i32).reshape([1, 1]));
+    if arrived.fetch_add([row], 1) == parts - 1 {
+        let mut best = full([1, 1], f32::NEG_INFINITY);
+        let mut at = zeros([1, 1]).cast::<i32>();
+        for c in 0..cdiv(parts, PARTS) {
+            let v = part_value.load([row, c], [1, PARTS]);
+            let v = select(c * PARTS + arange(PARTS) < parts, v, f32::NEG_INFINITY);
+            let m = v.max(1).reshape([1, 1]);
+            // Of the parts holding the largest, the first column: each
+            // part's position is its own first.
+            let first = select(v == m, part_index.load([row, c], [1, PARTS]), i32::MAX).min(1);
+            // Strictly larger: on a tie the earlier parts' position stays.
+            let larger = m > best;
+            at = select(larger, first.reshape([1, 1]), at);
+            best = select(larger, m, best);
+        }
+        value.store([row], best.reshape([1]));
+        index.store([row], at.reshape([1]));
+        arrived.store([row], zeros::<i32>([1]));
+    }
+}
+
 /// Each row of `x: [rows, cols]`'s largest value into `value: [rows]` and
-/// its first position into `index: [rows]`.
+/// its first position into `index: [rows]`: rows of more than 1,024
+/// columns by [`argmax_split`], with scratch of its own, shorter ones by
+/// [`argmax_rows`].
 pub fn run<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
     value: &mut B::Tensor<f32>,
     index: &mut B::Tensor<i32>,
 ) -> tile::Result<()> {
+    const BLOCK: usize = 1024;
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
-    let block = if cols > 1024 { 16384 } else { 1024 };
-    argmax_rows::launch_with(on, &[block], rows as u32, x, value, index)
+    if cols <= BLOCK {
+        return argmax_rows::launch_with(on, &[BLOCK], rows as u32, x, value, index);
+    }
+    let parts = cols.div_ceil(BLOCK);
+    // Rows of whole 16 bytes, for the variant with vector accesses.
+    let scratch = [rows, parts.next_multiple_of(4)];
+    let (mut part_value, mut part_index) = (on.zeros(&scratch)?, on.zeros(&scratch)?);
+    let grid = (rows * parts) as u32;
+    let consts = [BLOCK, 64];
+    argmax_split::launch_with(
+        on,
+        &consts,
+        grid,
+        x,
+        &mut part_value,
+        &mut part_index,
+        &mut on.zeros(&[rows])?,
+        value,
+        index,
+    )
 }
 
 /// `index[r]` = the position of the largest `x[r, c] / T + g(key[r], first + c)`
