@@ -165,9 +165,11 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
 /// Splits [`decode_attention`] combines at most (its `SPLITS`).
 pub const MAX_SPLITS: usize = 64;
 
-/// Key tiles each split takes at least, in a full cache: fewer, and the
-/// partial results and their combination would cost more than the split saves.
-const MIN_STEPS_PER_SPLIT: usize = 4;
+/// Key tiles each split takes at least, in a full cache. One: the combine
+/// runs in the same launch, one more round trip to memory for the pair's
+/// last block, while each tile a split reads after its first is another,
+/// and a decode step at a small batch waits on its slowest block.
+const MIN_STEPS_PER_SPLIT: usize = 1;
 
 /// Keys per step (a [`decode_attention`] `BK`) for heads of `d` columns:
 /// tiles of keys and of values of 4096 elements.
@@ -369,11 +371,11 @@ mod tests {
     }
 
     #[test]
-    fn splits_fill_two_waves_while_each_keeps_a_few_steps() {
+    fn splits_fill_two_waves_while_each_keeps_a_step() {
         // An H100's 132 SMs, GPT-2's 12 heads of 64 (64 keys per step).
         // Batch 1 with 1024 positions: 22 splits would fill two waves, but
-        // 4 keep 4 steps each.
-        assert_eq!(splits_for(12, 1024, 64, 132), 4);
+        // 16 take a step each.
+        assert_eq!(splits_for(12, 1024, 64, 132), 16);
         // A long cache: two waves.
         assert_eq!(splits_for(12, 32768, 64, 132), 22);
         // A large batch fills the GPU alone.
