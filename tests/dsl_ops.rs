@@ -285,9 +285,10 @@ fn a_products_rows_reduce_within_warps(d: Option<Arc<Device>>) {
         row_max_case::<bf16>(d.as_ref(), &mut rng, shape, 1e-5);
     }
     if let Some(d) = d {
-        // `out`'s one-element rows are not 16-byte aligned: the variant
-        // with vectors for the pipelined operands only.
-        assert_launched_on_sm90a(&d, &["row_max_of_product_bf16_64_64_32_wgmma_s"]);
+        // `out`'s one-element rows are not 16-byte aligned, but a tile of
+        // one-element rows is stored element by element: the variant with
+        // vectors everywhere.
+        assert_launched_on_sm90a(&d, &["row_max_of_product_bf16_64_64_32_wgmma"]);
     }
 }
 
