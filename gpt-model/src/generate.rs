@@ -2,7 +2,7 @@
 //! per step until each sequence stops, streaming tokens as they come.
 
 use crate::config::Config;
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{Feed, KvCache};
 use crate::model::{Float, Gpt};
 use crate::sample::{Sampler, Sampling};
 use crate::{GptError, Result};
@@ -116,15 +116,14 @@ pub(crate) trait Decoder {
         sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>>;
     fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
-    /// Each sequence's largest logit and its token id (the lowest on a tie).
-    fn decode_greedy(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>>;
-    /// Each sequence's token drawn as the draw says with its key, and its perturbed logit.
-    fn decode_sampled(
-        &self,
-        cache: &mut Self::Cache,
-        tokens: &[Option<u32>],
-        sample: (Draw, &[u32]),
-    ) -> Result<Vec<(f32, u32)>>;
+    /// Queues a decode step on `feed`'s tokens that picks each sequence's
+    /// next token on the backend: greedily, or drawn as `sample` says.
+    fn queue(&self, cache: &mut Self::Cache, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()>;
+    /// The tokens of the oldest queued step not yet returned (waits for them).
+    fn next_picks(&self, cache: &mut Self::Cache) -> Result<Vec<u32>>;
+    /// Whether a step fed [`Feed::Picks`] can be queued, to run while the
+    /// host reads the step before.
+    fn runs_ahead(&self) -> bool;
 
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
@@ -155,16 +154,14 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     fn decode(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         self.1.decode(self.0, cache, tokens)
     }
-    fn decode_greedy(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
-        self.1.decode_greedy(self.0, cache, tokens)
+    fn queue(&self, cache: &mut KvCache<B, T>, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()> {
+        self.1.queue_decode(self.0, cache, feed, sample)
     }
-    fn decode_sampled(
-        &self,
-        cache: &mut KvCache<B, T>,
-        tokens: &[Option<u32>],
-        sample: (Draw, &[u32]),
-    ) -> Result<Vec<(f32, u32)>> {
-        self.1.decode_sampled(self.0, cache, tokens, sample)
+    fn next_picks(&self, cache: &mut KvCache<B, T>) -> Result<Vec<u32>> {
+        self.1.next_picks(self.0, cache)
+    }
+    fn runs_ahead(&self) -> bool {
+        true
     }
 
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
@@ -223,6 +220,13 @@ pub(crate) fn run<D: Decoder>(
     // every later step with its pick.
     let mut decode_start = None;
     let mut next: Vec<Option<u32>> = vec![None; batch];
+    // Steps queued whose tokens the host has not read. Where the decoder
+    // feeds a step the last one's picks itself, the next step is queued
+    // before the host reads the last one's tokens, and runs meanwhile.
+    let mut queued = 0;
+    let on_backend = sampling.is_greedy() || draw.is_some();
+    let ahead = on_backend && model.runs_ahead();
+    let prompt_lens: Vec<usize> = request.prompts.iter().map(Vec::len).collect();
     loop {
         for s in 0..batch {
             if !running[s] {
@@ -247,7 +251,9 @@ pub(crate) fn run<D: Decoder>(
             if out.tokens[s].len() == request.max_new_tokens {
                 running[s] = false;
                 out.stops[s] = Stop::Length;
-            } else if D::lengths(&cache)[s] >= capacity {
+            } else if prompt_lens[s] + out.tokens[s].len() > capacity {
+                // Its next token would go past the cache's last position
+                // (the cache holds the prompt and every token but this one).
                 running[s] = false;
                 out.stops[s] = Stop::ContextFull;
             }
@@ -265,18 +271,27 @@ pub(crate) fn run<D: Decoder>(
                 *n = None;
             }
         }
-        if sampling.is_greedy() {
-            picked = model
-                .decode_greedy(&mut cache, &next)?
-                .into_iter()
-                .map(|(_, t)| t)
-                .collect();
-        } else if let Some(draw) = draw {
-            let keys: Vec<u32> = (samplers.iter_mut().zip(&running))
-                .map(|(s, &r)| if r { s.key() } else { 0 })
-                .collect();
-            let drawn = model.decode_sampled(&mut cache, &next, (draw, &keys))?;
-            picked = drawn.into_iter().map(|(_, token)| token).collect();
+        if on_backend {
+            if queued == 0 {
+                queue(model, &mut cache, Feed::Tokens(&next), draw, (&mut samplers, &running))?;
+                queued += 1;
+            }
+            // One more, fed the queued step's picks, while a sequence wants
+            // more tokens than the queued steps bring and each has room.
+            let wants_more = (0..batch).any(|s| running[s] && out.tokens[s].len() + queued < request.max_new_tokens);
+            let room = (0..batch).all(|s| !running[s] || D::lengths(&cache)[s] < capacity);
+            if ahead && wants_more && room {
+                queue(
+                    model,
+                    &mut cache,
+                    Feed::Picks(&running),
+                    draw,
+                    (&mut samplers, &running),
+                )?;
+                queued += 1;
+            }
+            picked = model.next_picks(&mut cache)?;
+            queued -= 1;
         } else {
             let logits = model.decode(&mut cache, &next)?;
             for (s, sampler) in samplers.iter_mut().enumerate() {
@@ -287,5 +302,28 @@ pub(crate) fn run<D: Decoder>(
         }
         out.decode = since.elapsed();
     }
+    // A step queued ahead for sequences that then stopped: its tokens are
+    // not needed, but it must end before the cache goes.
+    for _ in 0..queued {
+        model.next_picks(&mut cache)?;
+    }
     Ok(out)
+}
+
+/// Queues a decode step on `feed` that picks on the backend (drawn as
+/// `draw` says, each running sequence with its sampler's next key;
+/// greedily without a draw).
+fn queue<D: Decoder>(
+    model: &D,
+    cache: &mut D::Cache,
+    feed: Feed,
+    draw: Option<Draw>,
+    (samplers, running): (&mut [Sampler], &[bool]),
+) -> Result<()> {
+    let keys: Option<Vec<u32>> = draw.map(|_| {
+        (samplers.iter_mut().zip(running))
+            .map(|(s, &r)| if r { s.key() } else { 0 })
+            .collect()
+    });
+    model.queue(cache, feed, draw.zip(keys.as_deref()))
 }

@@ -26,7 +26,8 @@ pub struct KvCache<B: Backend, T: Element> {
     /// step runs).
     pub(crate) activations: Option<Activations<B, T>>,
     /// A decode step's token per sequence and its position, written in
-    /// place before each step (what a recorded step reads).
+    /// place before each step (what a recorded step reads). A pick writes
+    /// its columns into `ids`, where a step fed [`Feed::Picks`] finds them.
     pub(crate) ids: B::Tensor<i32>,
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
@@ -34,10 +35,9 @@ pub struct KvCache<B: Backend, T: Element> {
     /// On a rank holding part of the vocabulary, the whole row of logits,
     /// `[batch, vocab_size]`, for draws that need it (top-k, top-p).
     pub(crate) whole: Option<B::Tensor<T>>,
-    /// A step's pick per sequence (its largest logit, or largest
-    /// perturbed logit when sampling), and its column.
+    /// A step's pick per sequence: its largest logit, or largest
+    /// perturbed logit when sampling (its column goes to `ids`).
     pub(crate) best: B::Tensor<f32>,
-    pub(crate) best_column: B::Tensor<i32>,
     /// A sampling step's random key per sequence, written in place.
     pub(crate) keys: B::Tensor<u32>,
     /// The decode step recorded for replay, with the key of the model and
@@ -45,6 +45,26 @@ pub struct KvCache<B: Backend, T: Element> {
     pub(crate) graph: Option<(StepKey, B::Graph)>,
     /// Decode steps run since the cache was made.
     pub(crate) steps: usize,
+    /// Whether `ids` holds the last pick per sequence (a pick copies its
+    /// tokens there, for a step fed [`Feed::Picks`]).
+    pub(crate) picks_in_ids: bool,
+    /// Queued steps' picked tokens, copied to the host as each step ends:
+    /// two steps' worth, the oldest unread first from `first_queued`.
+    pub(crate) landed: [B::Landing<i32>; 2],
+    pub(crate) first_queued: usize,
+    pub(crate) queued: usize,
+}
+
+/// A decode step's tokens.
+#[derive(Clone, Copy, Debug)]
+pub enum Feed<'a> {
+    /// Given per sequence; `None` for a sequence that does not grow (a
+    /// finished one, which keeps its slot in the batch).
+    Tokens(&'a [Option<u32>]),
+    /// For each sequence marked `true`, its pick of the step before, read
+    /// where it was picked, on the backend; the others do not grow. What
+    /// lets a step be queued before the host has read the last one's picks.
+    Picks(&'a [bool]),
 }
 
 /// What a recorded decode step depends on besides the cache: the model
@@ -95,10 +115,13 @@ impl<B: Backend, T: Element> KvCache<B, T> {
                 .then(|| on.zeros(&[batch, config.vocab_size]))
                 .transpose()?,
             best: on.zeros(&[batch])?,
-            best_column: on.zeros(&[batch])?,
             keys: on.zeros(&[batch])?,
             graph: None,
             steps: 0,
+            picks_in_ids: false,
+            landed: [on.landing(batch)?, on.landing(batch)?],
+            first_queued: 0,
+            queued: 0,
         })
     }
 
@@ -118,8 +141,11 @@ impl<B: Backend, T: Element> KvCache<B, T> {
     }
 
     /// Prepares a prefill that writes `tokens` positions per sequence from
-    /// `starts` (written in place).
+    /// `starts` (written in place). The sequences start again: no pick is
+    /// left to feed a step, and queued steps' unread tokens are dropped.
     pub(crate) fn begin(&mut self, on: &B, starts: &[usize], tokens: usize) -> Result<()> {
+        self.picks_in_ids = false;
+        self.queued = 0;
         let starts: Vec<i32> = starts.iter().map(|&s| s as i32).collect();
         let ends: Vec<i32> = starts.iter().map(|&s| s + tokens as i32).collect();
         on.write(&mut self.starts, &starts)?;

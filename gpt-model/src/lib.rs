@@ -52,7 +52,7 @@ pub use checkpoint::{Checkpoint, DEFAULT_MODEL};
 pub use config::Config;
 pub use error::{GptError, Result};
 pub use generate::{Output, Request, Stop, generate};
-pub use kv_cache::KvCache;
+pub use kv_cache::{Feed, KvCache};
 pub use model::{Float, Gpt};
 pub use parallel::{Collective, Shard, ShardedCache, TensorParallel};
 pub use sample::{Draw, Sampler, Sampling};

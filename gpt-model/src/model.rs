@@ -18,7 +18,7 @@
 use crate::activations::Activations;
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
-use crate::kv_cache::{KvCache, Pick};
+use crate::kv_cache::{Feed, KvCache, Pick};
 use crate::parallel::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
@@ -381,6 +381,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let rows = self.prefill_rows(on, cache, prompts)?;
         self.lm_head(on, &rows, &mut cache.logits)?;
         self.pick(on, cache, pick)?;
+        cache.picks_in_ids = self.all_reduce.is_none();
         self.picked(on, cache, pick)
     }
 
@@ -427,7 +428,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `[batch, vocab_size]`. A finished sequence (`None`) keeps its slot in
     /// the batch without growing: its row of logits is meaningless.
     pub fn decode(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
-        self.step(on, cache, tokens, Pick::Logits)?;
+        self.step(on, cache, Feed::Tokens(tokens), Pick::Logits)?;
         download(on, &cache.logits)
     }
 
@@ -436,7 +437,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// that the step downloads one pair per sequence instead of its
     /// logits. On a rank of a split model, the largest of its vocabulary.
     pub fn decode_greedy(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
-        self.step(on, cache, tokens, Pick::Greedy)?;
+        self.step(on, cache, Feed::Tokens(tokens), Pick::Greedy)?;
         self.picked(on, cache, Pick::Greedy)
     }
 
@@ -457,8 +458,62 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         (draw, keys): (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>> {
         self.write_keys(on, cache, (draw, keys))?;
-        self.step(on, cache, tokens, Pick::Sample(draw))?;
+        self.step(on, cache, Feed::Tokens(tokens), Pick::Sample(draw))?;
         self.picked(on, cache, Pick::Sample(draw))
+    }
+
+    /// Queues a decode step that picks each sequence's next token on the
+    /// backend, greedily or drawn as `sample` says (as
+    /// [`Gpt::decode_greedy`] and [`Gpt::decode_sampled`] pick), and
+    /// returns without waiting for it; [`Gpt::next_picks`] returns the
+    /// tokens. Fed [`Feed::Picks`], a step is queued before the host has
+    /// read the picks it takes: the backend runs it while the host reads
+    /// the step before (what [`generate()`](crate::generate()) does). At
+    /// most two steps are queued at a time. A rank of a split model can't
+    /// queue: its ranks' picks meet on the host.
+    pub fn queue_decode(
+        &self,
+        on: &B,
+        cache: &mut KvCache<B, T>,
+        feed: Feed,
+        sample: Option<(Draw, &[u32])>,
+    ) -> Result<()> {
+        if self.all_reduce.is_some() {
+            return Err(GptError::Parallel(
+                "a rank of a split model can't queue decode steps: the ranks' picks meet on the host".into(),
+            ));
+        }
+        if cache.queued == cache.landed.len() {
+            return Err(GptError::Prompt(format!(
+                "{} decode steps are queued: read the oldest's tokens (next_picks) first",
+                cache.queued
+            )));
+        }
+        let pick = match sample {
+            Some(sample) => {
+                self.write_keys(on, cache, sample)?;
+                Pick::Sample(sample.0)
+            }
+            None => Pick::Greedy,
+        };
+        self.step(on, cache, feed, pick)?;
+        let slot = (cache.first_queued + cache.queued) % cache.landed.len();
+        on.download_later(&cache.ids, &mut cache.landed[slot])?;
+        cache.queued += 1;
+        Ok(())
+    }
+
+    /// The tokens of the oldest step [`Gpt::queue_decode`] queued whose
+    /// tokens were not returned yet, one per sequence (waits for them).
+    pub fn next_picks(&self, on: &B, cache: &mut KvCache<B, T>) -> Result<Vec<u32>> {
+        if cache.queued == 0 {
+            return Err(GptError::Prompt("no decode step is queued".into()));
+        }
+        let landed = on.landed(&cache.landed[cache.first_queued])?;
+        let tokens = landed.iter().map(|&c| c as u32).collect();
+        cache.first_queued = (cache.first_queued + 1) % cache.landed.len();
+        cache.queued -= 1;
+        Ok(tokens)
     }
 
     /// A draw's keys, one per sequence, into the cache, the draw checked.
@@ -479,7 +534,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// token id).
     fn picked(&self, on: &B, cache: &KvCache<B, T>, pick: Pick) -> Result<Vec<(f32, u32)>> {
         let best = on.download(&cache.best)?.to_vec();
-        let columns = on.download(&cache.best_column)?.to_vec();
+        let columns = on.download(&cache.ids)?.to_vec();
         let first = if self.whole_row(cache, pick) {
             0
         } else {
@@ -492,37 +547,55 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             .collect())
     }
 
-    /// A decode step (see [`Gpt::decode`]), ending as `pick` says.
-    fn step(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>], pick: Pick) -> Result<()> {
-        if tokens.len() != cache.batch() {
+    /// A decode step (see [`Gpt::decode`]) on `feed`'s tokens, ending as
+    /// `pick` says.
+    fn step(&self, on: &B, cache: &mut KvCache<B, T>, feed: Feed, pick: Pick) -> Result<()> {
+        let grows: Vec<bool> = match feed {
+            Feed::Tokens(tokens) => tokens.iter().map(Option::is_some).collect(),
+            Feed::Picks(running) => running.to_vec(),
+        };
+        if grows.len() != cache.batch() {
             return Err(GptError::Prompt(format!(
                 "{} tokens for a cache of {} sequences",
-                tokens.len(),
+                grows.len(),
                 cache.batch()
             )));
         }
-        let mut positions = Vec::with_capacity(tokens.len());
-        for (s, (token, &len)) in tokens.iter().zip(cache.lengths()).enumerate() {
-            match token {
-                Some(_) if len >= cache.capacity() => {
+        let mut positions = Vec::with_capacity(grows.len());
+        for (s, (&grows, &len)) in grows.iter().zip(cache.lengths()).enumerate() {
+            match grows {
+                true if len >= cache.capacity() => {
                     return Err(GptError::Prompt(format!(
                         "sequence {s} fills the cache's {} positions",
                         cache.capacity()
                     )));
                 }
-                Some(_) if len == 0 => {
+                true if len == 0 => {
                     return Err(GptError::Prompt(format!("sequence {s} has no prompt: prefill first")));
                 }
-                Some(_) => positions.push(len),
-                None => positions.push(len.saturating_sub(1)),
+                true => positions.push(len),
+                false => positions.push(len.saturating_sub(1)),
             }
         }
-        let ids: Vec<u32> = tokens.iter().map(|t| t.unwrap_or(0)).collect();
-        self.check_tokens(&ids)?;
+        match feed {
+            Feed::Tokens(tokens) => {
+                let ids: Vec<u32> = tokens.iter().map(|t| t.unwrap_or(0)).collect();
+                self.check_tokens(&ids)?;
+                let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+                on.write(&mut cache.ids, &ids)?;
+            }
+            Feed::Picks(_) if !cache.picks_in_ids => {
+                return Err(GptError::Prompt(
+                    "a step fed the last picks follows a prefill or step that picked on the backend, \
+                     of a model not split over ranks"
+                        .into(),
+                ));
+            }
+            Feed::Picks(_) => {}
+        }
+        cache.picks_in_ids = false;
         cache.begin_step(on, &positions)?;
-        let ids: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
         let positions: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
-        on.write(&mut cache.ids, &ids)?;
         on.write(&mut cache.positions, &positions)?;
         // The first step runs as it comes (it loads and tunes the kernels);
         // later ones replay it, recorded once per cache and model.
@@ -540,7 +613,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
         }
         cache.steps += 1;
-        cache.advance(tokens.iter().map(Option::is_some));
+        cache.picks_in_ids = pick != Pick::Logits && self.all_reduce.is_none();
+        cache.advance(grows.into_iter());
         Ok(())
     }
 
@@ -722,10 +796,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     }
 
     /// The pick of the cache's logits, as `pick` says, into its `best` and
-    /// `best_column`.
+    /// `ids`.
     fn pick(&self, on: &B, cache: &mut KvCache<B, T>, pick: Pick) -> Result<()> {
         let whole_row = self.whole_row(cache, pick);
-        let (best, column) = (&mut cache.best, &mut cache.best_column);
+        let (best, column) = (&mut cache.best, &mut cache.ids);
         match (pick, &mut cache.whole, &self.all_reduce) {
             (Pick::Logits, ..) => {}
             (Pick::Greedy, ..) => argmax::run(on, &cache.logits, best, column)?,

@@ -19,10 +19,11 @@
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::generate::{Decoder, Output, Request, run};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::{Feed, KvCache};
 use crate::model::{Float, Gpt};
 use crate::{GptError, Result};
 use cudarc::nccl::{Comm, NcclType, ReduceOp};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
@@ -220,8 +221,9 @@ pub struct TensorParallel<B: Backend, T: Float> {
     shards: Vec<Gpt<B, T>>,
 }
 
-/// A [`KvCache`] per rank, each holding its rank's heads.
-pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>);
+/// A [`KvCache`] per rank, each holding its rank's heads, and the
+/// tokens of the steps generation queued, picked but not yet read.
+pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>, VecDeque<Vec<u32>>);
 
 impl<B: Backend, T: Float> ShardedCache<B, T> {
     /// Each sequence's tokens so far.
@@ -271,6 +273,7 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
             caches
                 .map(|(on, m)| m.cache(on, batch, capacity))
                 .collect::<Result<_>>()?,
+            VecDeque::new(),
         ))
     }
 
@@ -407,16 +410,26 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
         TensorParallel::decode(self, cache, tokens)
     }
-    fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
-        TensorParallel::decode_greedy(self, cache, tokens)
+    /// Runs the step at once (the ranks' picks meet on the host) and
+    /// keeps its tokens for `next_picks`; fed the tokens only.
+    fn queue(&self, cache: &mut ShardedCache<B, T>, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()> {
+        let Feed::Tokens(tokens) = feed else {
+            return Err(GptError::Parallel(
+                "a model split over ranks takes each step's tokens from the host".into(),
+            ));
+        };
+        let picks = match sample {
+            None => TensorParallel::decode_greedy(self, cache, tokens)?,
+            Some(sample) => TensorParallel::decode_sampled(self, cache, tokens, sample)?,
+        };
+        cache.1.push_back(picks.into_iter().map(|(_, t)| t).collect());
+        Ok(())
     }
-    fn decode_sampled(
-        &self,
-        cache: &mut ShardedCache<B, T>,
-        tokens: &[Option<u32>],
-        sample: (Draw, &[u32]),
-    ) -> Result<Vec<(f32, u32)>> {
-        TensorParallel::decode_sampled(self, cache, tokens, sample)
+    fn next_picks(&self, cache: &mut ShardedCache<B, T>) -> Result<Vec<u32>> {
+        (cache.1.pop_front()).ok_or_else(|| GptError::Prompt("no decode step is queued".into()))
+    }
+    fn runs_ahead(&self) -> bool {
+        false
     }
 
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {

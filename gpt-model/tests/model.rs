@@ -1,7 +1,8 @@
 //! The GPT against `transformers` and PyTorch: the embedded model's logits,
 //! a tiny GPT-2 checkpoint written by `transformers.save_pretrained` (logits
 //! and greedy tokens), KV-cache decoding against recomputation, ragged
-//! batches against their prompts alone; and typed errors for bad
+//! batches against their prompts alone, queued steps against steps run
+//! one at a time; and typed errors for bad
 //! checkpoints, prompts and sampling parameters. On the CPU always; on the
 //! GPU where there is one.
 
@@ -9,7 +10,7 @@
 #[path = "../../tests/common/harness.rs"]
 mod harness;
 
-use gpt_model::{Checkpoint, Draw, Gpt, GptError, Request, Sampling, Tokenizer, generate};
+use gpt_model::{Checkpoint, Draw, Feed, Gpt, GptError, Request, Sampling, Tokenizer, generate};
 use harness::Test;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -211,6 +212,79 @@ fn batch_equals_alone<B: Backend>(on: &B, what: &str) {
     }
 }
 
+/// Steps queued two at a time, each fed the picks of the step before on
+/// the backend, pick what steps run one at a time pick, greedy and
+/// sampled with top-k, over a batch whose second sequence stops growing
+/// half-way; a step fed picks that aren't there, a third queued step and
+/// reading with none queued are errors.
+fn queued_steps_equal_synchronous<B: Backend>(on: &B, what: &str) {
+    let checkpoint = Checkpoint::embedded().unwrap();
+    let model: Gpt<B, f32> = Gpt::load(on, &checkpoint).unwrap();
+    let prompts = vec![vec![5, 17, 30, 12, 12, 9, 41], vec![3], vec![20, 21, 22, 23]];
+    let top = Draw {
+        temperature: 0.9,
+        top_k: Some(10),
+        top_p: None,
+    };
+    let keys = |step: u32| [step * 31 + 1, step * 17 + 2, step + 99];
+    let grows = |step: usize| [true, step < 8, true];
+    let steps = 16;
+    for sample in [None, Some(top)] {
+        let first = |cache: &mut gpt_model::KvCache<B, f32>| -> Vec<u32> {
+            let picks = match sample {
+                None => model.prefill_greedy(on, cache, &prompts),
+                Some(d) => model.prefill_sampled(on, cache, &prompts, (d, &keys(0))),
+            };
+            picks.unwrap().into_iter().map(|(_, t)| t).collect()
+        };
+        let mut one = model.cache(on, 3, 64).unwrap();
+        let mut want = vec![first(&mut one)];
+        for step in 1..steps {
+            let feed: Vec<Option<u32>> = (want[step - 1].iter().zip(grows(step)))
+                .map(|(&t, g)| g.then_some(t))
+                .collect();
+            let picks = match sample {
+                None => model.decode_greedy(on, &mut one, &feed),
+                Some(d) => model.decode_sampled(on, &mut one, &feed, (d, &keys(step as u32))),
+            };
+            want.push(picks.unwrap().into_iter().map(|(_, t)| t).collect());
+        }
+        let mut queued = model.cache(on, 3, 64).unwrap();
+        let mut got = vec![first(&mut queued)];
+        let queue = |cache: &mut gpt_model::KvCache<B, f32>, step: usize| {
+            let keys = keys(step as u32);
+            let sample = sample.map(|d| (d, &keys[..]));
+            model.queue_decode(on, cache, Feed::Picks(&grows(step)), sample)
+        };
+        queue(&mut queued, 1).unwrap();
+        for step in 2..steps {
+            queue(&mut queued, step).unwrap();
+            got.push(model.next_picks(on, &mut queued).unwrap());
+        }
+        got.push(model.next_picks(on, &mut queued).unwrap());
+        for (step, (got, want)) in got.iter().zip(&want).enumerate() {
+            // A sequence that stopped growing picks from no new token.
+            let picked = |p: &[u32]| [p[0], if step < 8 { p[1] } else { 0 }, p[2]];
+            assert_eq!(picked(got), picked(want), "{what}: {sample:?}: step {step}");
+        }
+        assert_eq!(queued.lengths(), one.lengths(), "{what}: {sample:?}");
+        assert!(matches!(model.next_picks(on, &mut queued), Err(GptError::Prompt(_))));
+        queue(&mut queued, 1).unwrap();
+        queue(&mut queued, 2).unwrap();
+        assert!(
+            matches!(queue(&mut queued, 3), Err(GptError::Prompt(_))),
+            "{what}: a third step"
+        );
+        model.next_picks(on, &mut queued).unwrap();
+        model.next_picks(on, &mut queued).unwrap();
+    }
+    // After a prefill that left logits, no pick is there to feed a step.
+    let mut cache = model.cache(on, 3, 64).unwrap();
+    model.prefill(on, &mut cache, &prompts).unwrap();
+    let fed = model.queue_decode(on, &mut cache, Feed::Picks(&[true; 3]), None);
+    assert!(matches!(fed, Err(GptError::Prompt(_))), "{what}: picks after logits");
+}
+
 fn cpu_embedded_model_matches_pytorch() {
     embedded_matches_pytorch(&tile::Cpu, "cpu", 2e-3);
 }
@@ -228,6 +302,10 @@ fn cpu_ragged_batch_equals_its_prompts_alone() {
     batch_equals_alone(&tile::Cpu, "cpu");
 }
 
+fn cpu_queued_steps_equal_synchronous_ones() {
+    queued_steps_equal_synchronous(&tile::Cpu, "cpu");
+}
+
 fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
     let s = device.stream();
     embedded_matches_pytorch(&s, "gpu", 2e-3);
@@ -236,6 +314,7 @@ fn gpu_model_matches_the_references(device: Arc<tile::Device>) {
     tiny_matches_transformers(&s, "gpu, no tf32", 1e-5, false);
     kv_cache_equals_recomputation(&s, "gpu", 3e-3);
     batch_equals_alone(&s, "gpu");
+    queued_steps_equal_synchronous(&s, "gpu");
 }
 
 /// Decode steps replayed from a CUDA graph give exactly the logits of the
@@ -524,6 +603,10 @@ fn main() -> ExitCode {
         Test::new(
             "cpu_ragged_batch_equals_its_prompts_alone",
             cpu_ragged_batch_equals_its_prompts_alone,
+        ),
+        Test::new(
+            "cpu_queued_steps_equal_synchronous_ones",
+            cpu_queued_steps_equal_synchronous_ones,
         ),
         Test::new(
             "a_stop_token_ends_its_sequence_only",

@@ -12,7 +12,7 @@
 
 use crate::arg::{Arg, HostArg, HostTensorArg, TensorView};
 use crate::spec::{KernelSpec, ParamSpec};
-use crate::{Element, Error, Graph, Grid, HostTensor, Result, Stream, Tensor, TensorArg};
+use crate::{Element, Error, Graph, Grid, HostTensor, Landing, Result, Stream, Tensor, TensorArg};
 use tile_spec::DType;
 
 /// Where kernels run and tensors live: a GPU [`Stream`] or the [`Cpu`].
@@ -32,6 +32,10 @@ pub trait Backend {
     /// Work recorded for replay ([`Graph`] on a GPU; the CPU has none).
     type Graph: Send + Sync;
 
+    /// Host memory [`Backend::download_later`] copies into: a page-locked
+    /// [`Landing`] on a GPU, a `Vec` on the CPU.
+    type Landing<T: Element>: Send + Sync;
+
     /// Copies a host tensor to the backend, keeping its strides.
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Self::Tensor<T>>;
 
@@ -44,6 +48,18 @@ pub trait Backend {
 
     /// The tensor in host memory (on a GPU, waits for the stream first).
     fn download<T: Element>(&self, t: &Self::Tensor<T>) -> Result<HostTensor<T>>;
+
+    /// Host memory for `len` elements, for [`Backend::download_later`].
+    fn landing<T: Element>(&self, len: usize) -> Result<Self::Landing<T>>;
+
+    /// Queues a copy of the contiguous `t` into `into` (of its length) and
+    /// returns without waiting for it ([`Stream::download_later`]; on
+    /// the CPU, copies).
+    fn download_later<T: Element>(&self, t: &Self::Tensor<T>, into: &mut Self::Landing<T>) -> Result<()>;
+
+    /// The elements the last copy queued into `into` brought, once it is
+    /// done (on a GPU, waits for it).
+    fn landed<'l, T: Element>(&self, into: &'l Self::Landing<T>) -> Result<&'l [T]>;
 
     /// Copies `data` (row-major) into the contiguous tensor `t`, in place
     /// (its buffer keeps its address: what a recorded [`Graph`] reads);
@@ -100,6 +116,7 @@ impl Backend for Stream {
     type Tensor<T: Element> = Tensor<T>;
     type Operand = dyn TensorArg;
     type Graph = Graph;
+    type Landing<T: Element> = Landing<T>;
 
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<Tensor<T>> {
         Stream::upload(self, host)
@@ -112,6 +129,15 @@ impl Backend for Stream {
     }
     fn download<T: Element>(&self, t: &Tensor<T>) -> Result<HostTensor<T>> {
         Stream::download(self, t)
+    }
+    fn landing<T: Element>(&self, len: usize) -> Result<Landing<T>> {
+        Stream::landing(self, len)
+    }
+    fn download_later<T: Element>(&self, t: &Tensor<T>, into: &mut Landing<T>) -> Result<()> {
+        Stream::download_later(self, t, into)
+    }
+    fn landed<'l, T: Element>(&self, into: &'l Landing<T>) -> Result<&'l [T]> {
+        into.wait()
     }
     fn write<T: Element>(&self, t: &mut Tensor<T>, data: &[T]) -> Result<()> {
         Stream::write(self, t, data)
@@ -164,6 +190,7 @@ impl Backend for Cpu {
     type Tensor<T: Element> = HostTensor<T>;
     type Operand = dyn HostTensorArg;
     type Graph = std::convert::Infallible;
+    type Landing<T: Element> = Vec<T>;
 
     fn upload<T: Element>(&self, host: &HostTensor<T>) -> Result<HostTensor<T>> {
         Ok(host.clone())
@@ -176,6 +203,23 @@ impl Backend for Cpu {
     }
     fn download<T: Element>(&self, t: &HostTensor<T>) -> Result<HostTensor<T>> {
         Ok(t.clone())
+    }
+    fn landing<T: Element>(&self, len: usize) -> Result<Vec<T>> {
+        Ok(vec![T::default(); len])
+    }
+    fn download_later<T: Element>(&self, t: &HostTensor<T>, into: &mut Vec<T>) -> Result<()> {
+        if t.len() != into.len() {
+            return Err(Error::Shape(format!(
+                "can't download a tensor of shape {:?} into a landing of {} elements",
+                t.shape(),
+                into.len()
+            )));
+        }
+        into.copy_from_slice(&t.to_vec());
+        Ok(())
+    }
+    fn landed<'l, T: Element>(&self, into: &'l Vec<T>) -> Result<&'l [T]> {
+        Ok(into)
     }
     fn write<T: Element>(&self, t: &mut HostTensor<T>, data: &[T]) -> Result<()> {
         *t = HostTensor::from_vec(data.to_vec(), t.shape())?;

@@ -3,7 +3,7 @@
 use crate::arg::TensorView;
 use crate::device::Stream;
 use crate::host::{HostTensor, contiguous_strides, span};
-use crate::{DType, Element, Error, Result};
+use crate::{DType, Element, Error, Landing, Result};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::sync::Arc;
 
@@ -174,6 +174,26 @@ impl Stream {
         self.cuda()
             .memcpy_dtod(&src.buf, &mut dst.buf)
             .map_err(|e| Error::driver("cuMemcpyDtoD", e))
+    }
+
+    /// Queues a copy of the contiguous `t` into `into` (of `t`'s length)
+    /// and returns at once, where [`Stream::download`] waits for the
+    /// stream; [`Landing::wait`] reads it once the stream gets there.
+    pub fn download_later<T: Element>(&self, t: &Tensor<T>, into: &mut Landing<T>) -> Result<()> {
+        self.check_context("Stream::download_later", "t", t)?;
+        if t.len() != into.len() || t.strides != contiguous_strides(&t.shape) {
+            return Err(Error::Shape(format!(
+                "can't download a tensor of shape {:?} (strides {:?}) into a landing of {} elements",
+                t.shape,
+                t.strides,
+                into.len()
+            )));
+        }
+        let (slice, landed) = into.target();
+        (self.cuda().memcpy_dtoh(&t.buf, slice)).map_err(|e| Error::driver("cuMemcpyDtoHAsync", e))?;
+        landed
+            .record(self.cuda())
+            .map_err(|e| Error::driver("cuEventRecord", e))
     }
 
     /// Copies a GPU tensor of this stream's device back (waits for the
