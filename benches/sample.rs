@@ -31,7 +31,10 @@ fn main() {
         let x = random(&s, &[rows, COLS], rows as u64, -8.0, 8.0, bf16::from_f32);
         let keys = s.upload_slice(&(0..rows as u32).collect::<Vec<_>>(), &[rows]).unwrap();
         let (mut value, mut index) = (s.zeros::<f32>(&[rows]).unwrap(), s.zeros::<i32>(&[rows]).unwrap());
-        let greedy = median_ms(&s, 100, |_| argmax::run(&s, &x, &mut value, &mut index).unwrap());
+        let mut scratch = argmax::ArgmaxScratch::new(&s, rows, COLS).unwrap();
+        let greedy = median_ms(&s, 100, |_| {
+            argmax::run(&s, &x, &mut scratch, &mut value, &mut index).unwrap()
+        });
         let mut time = |top_k, top_p| {
             let draw = Draw {
                 temperature: 0.8,

@@ -574,12 +574,26 @@ fn argmax_matches_f64_with_ties_across_tiles() {
     for (rows, cols) in [(1, 1), (4, 3), (8, 1000), (8, 5000), (5, 50257)] {
         let x = argmax_rows(&mut rng, rows, cols);
         let want = argmax_ref(&rounded::<bf16>(&x), cols);
-        let (mut value, mut index) = (HostTensor::full(&[rows], f32::NAN), HostTensor::full(&[rows], -1));
-        argmax::run(&Cpu, &host::<bf16>(&x, &[rows, cols]), &mut value, &mut index).unwrap();
-        for (r, &(v, i)) in want.iter().enumerate() {
-            let got = (value.to_vec()[r] as f64, index.to_vec()[r] as usize);
-            assert_eq!(got, (v, i), "argmax {rows}x{cols} row {r}");
+        let x = host::<bf16>(&x, &[rows, cols]);
+        // Twice with one scratch: each launch leaves its counts at 0.
+        let mut scratch = argmax::ArgmaxScratch::new(&Cpu, rows, cols).unwrap();
+        for run in 0..2 {
+            let (mut value, mut index) = (HostTensor::full(&[rows], f32::NAN), HostTensor::full(&[rows], -1));
+            argmax::run(&Cpu, &x, &mut scratch, &mut value, &mut index).unwrap();
+            for (r, &(v, i)) in want.iter().enumerate() {
+                let got = (value.to_vec()[r] as f64, index.to_vec()[r] as usize);
+                assert_eq!(got, (v, i), "argmax {rows}x{cols} row {r}, run {run}");
+            }
         }
+    }
+    // Scratch made for shorter rows, or for other rows, is an error.
+    let x = host::<bf16>(&argmax_rows(&mut rng, 2, 5000), &[2, 5000]);
+    let (mut value, mut index) = (HostTensor::full(&[2], f32::NAN), HostTensor::full(&[2], -1));
+    for (rows, cols) in [(2, 1000), (2, 3000), (3, 5000)] {
+        let mut scratch = argmax::ArgmaxScratch::new(&Cpu, rows, cols).unwrap();
+        let err = argmax::run(&Cpu, &x, &mut scratch, &mut value, &mut index).unwrap_err();
+        let typed = matches!(err, tile::Error::Shape(_) | tile::Error::ShapeContract { .. });
+        assert!(typed, "scratch for {rows}x{cols}: {err}");
     }
 }
 

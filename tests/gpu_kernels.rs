@@ -97,13 +97,12 @@ fn argmax_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad:
         s.upload(&HostTensor::full(&[rows], f32::NAN)).unwrap(),
         s.zeros(&[rows]).unwrap(),
     );
-    argmax::run(
-        s,
-        &s.upload(&strided::<T>(&x, &[rows, cols], pad)).unwrap(),
-        &mut value,
-        &mut index,
-    )
-    .unwrap();
+    // Twice with one scratch: the first launch leaves its counts at 0.
+    let xd = s.upload(&strided::<T>(&x, &[rows, cols], pad)).unwrap();
+    let mut scratch = argmax::ArgmaxScratch::new(s, rows, cols).unwrap();
+    for _ in 0..2 {
+        argmax::run(s, &xd, &mut scratch, &mut value, &mut index).unwrap();
+    }
     let (value, index) = (
         s.download(&value).unwrap().to_vec(),
         s.download(&index).unwrap().to_vec(),

@@ -6,7 +6,7 @@ use crate::activations::Activations;
 use crate::config::Config;
 use tile::Backend;
 use tile::Element;
-use tile_kernels::argmax::Draw;
+use tile_kernels::argmax::{ArgmaxScratch, Draw};
 use tile_kernels::decode::DecodeScratch;
 
 /// Per layer, keys and values `[batch, capacity, heads · head size]`
@@ -38,6 +38,8 @@ pub struct KvCache<B: Backend, T: Element> {
     /// A step's pick per sequence: its largest logit, or largest
     /// perturbed logit when sampling (its column goes to `ids`).
     pub(crate) best: B::Tensor<f32>,
+    /// The greedy pick's scratch over `logits`.
+    pub(crate) argmax: ArgmaxScratch<B>,
     /// A sampling step's random key per sequence, written in place.
     pub(crate) keys: B::Tensor<u32>,
     /// The decode step recorded for replay, with the key of the model and
@@ -115,6 +117,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
                 .then(|| on.zeros(&[batch, config.vocab_size]))
                 .transpose()?,
             best: on.zeros(&[batch])?,
+            argmax: ArgmaxScratch::new(on, batch, vocab)?,
             keys: on.zeros(&[batch])?,
             graph: None,
             steps: 0,

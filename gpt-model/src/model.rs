@@ -802,7 +802,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let (best, column) = (&mut cache.best, &mut cache.ids);
         match (pick, &mut cache.whole, &self.all_reduce) {
             (Pick::Logits, ..) => {}
-            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, best, column)?,
+            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, &mut cache.argmax, best, column)?,
             // Top-k and top-p over a split vocabulary: each rank places its
             // columns in the whole row, an all-reduce joins them, and every
             // rank draws the same token from it.

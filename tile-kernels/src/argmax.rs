@@ -78,38 +78,72 @@ pub fn argmax_split<T, const BLOCK: usize, const PARTS: usize>(
     }
 }
 
+/// The columns [`argmax_rows`] and each block of [`argmax_split`] take.
+const BLOCK: usize = 1024;
+
+/// [`run`]'s scratch for rows of `[rows, cols]`: [`argmax_split`]'s parts
+/// and counts (none for rows of 1,024 columns or fewer). Make it once
+/// for a shape and reuse it (a decode cache holds one): the counts are
+/// left at 0 by every launch, and a step recorded as a graph then
+/// allocates and clears nothing.
+pub struct ArgmaxScratch<B: Backend> {
+    /// `[rows, P]`, `P` the parts rounded up to 4 (rows of whole 16 bytes,
+    /// for the variant with vector accesses); `None` for short rows.
+    parts: Option<(B::Tensor<f32>, B::Tensor<i32>)>,
+    /// `[rows]`: blocks arrived, 0 between launches.
+    arrived: B::Tensor<i32>,
+}
+
+impl<B: Backend> ArgmaxScratch<B> {
+    /// Scratch for rows of `[rows, cols]`.
+    pub fn new(on: &B, rows: usize, cols: usize) -> tile::Result<Self> {
+        let parts = (cols > BLOCK)
+            .then(|| {
+                let scratch = [rows, cols.div_ceil(BLOCK).next_multiple_of(4)];
+                Ok::<_, tile::Error>((on.zeros(&scratch)?, on.zeros(&scratch)?))
+            })
+            .transpose()?;
+        Ok(ArgmaxScratch {
+            parts,
+            arrived: on.zeros(&[rows])?,
+        })
+    }
+}
+
 /// Each row of `x: [rows, cols]`'s largest value into `value: [rows]` and
 /// its first position into `index: [rows]`: rows of more than 1,024
-/// columns by [`argmax_split`], with scratch of its own, shorter ones by
-/// [`argmax_rows`].
+/// columns by [`argmax_split`], with `scratch` (made for `x`'s shape),
+/// shorter ones by [`argmax_rows`].
 pub fn run<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
+    scratch: &mut ArgmaxScratch<B>,
     value: &mut B::Tensor<f32>,
     index: &mut B::Tensor<i32>,
 ) -> tile::Result<()> {
-    const BLOCK: usize = 1024;
     let (rows, cols) = crate::softmax::rows_cols(x.shape())?;
     if cols <= BLOCK {
         return argmax_rows::launch_with(on, &[BLOCK], rows as u32, x, value, index);
     }
     let parts = cols.div_ceil(BLOCK);
-    // Rows of whole 16 bytes, for the variant with vector accesses.
-    let scratch = [rows, parts.next_multiple_of(4)];
-    let (mut part_value, mut part_index) = (on.zeros(&scratch)?, on.zeros(&scratch)?);
+    let ArgmaxScratch {
+        parts: Some((part_value, part_index)),
+        arrived,
+    } = scratch
+    else {
+        return Err(tile::Error::Shape(format!(
+            "argmax over rows of {cols} columns needs scratch made for more than {BLOCK} columns"
+        )));
+    };
+    if part_value.shape()[1] < parts {
+        return Err(tile::Error::Shape(format!(
+            "argmax over rows of {cols} columns needs scratch of {parts} parts a row, not {}",
+            part_value.shape()[1]
+        )));
+    }
     let grid = (rows * parts) as u32;
     let consts = [BLOCK, 64];
-    argmax_split::launch_with(
-        on,
-        &consts,
-        grid,
-        x,
-        &mut part_value,
-        &mut part_index,
-        &mut on.zeros(&[rows])?,
-        value,
-        index,
-    )
+    argmax_split::launch_with(on, &consts, grid, x, part_value, part_index, arrived, value, index)
 }
 
 /// `index[r]` = the position of the largest `x[r, c] / T + g(key[r], first + c)`
