@@ -118,7 +118,10 @@ fn tiles(s: &Stream, layers: &[(usize, usize)]) {
         let b = random(s, &[n], 2, -1.0, 1.0, of);
         let mut y = s.zeros::<bf16>(&[1, n]).unwrap();
         let tuned = gemv::run(s, (&x, &ws[0], &b), &mut y, false).unwrap();
-        let tuned_ln = gemv::run_layer_norm(s, (&x, &ln_w, &ln_b, 1e-5), (&ws[0], &b), &mut y, false).unwrap();
+        let folds: Vec<gemv::NormFold<Stream>> = (ws.iter())
+            .map(|w| gemv::NormFold::new(s, (&ln_w, &ln_b), (w, &b)).unwrap())
+            .collect();
+        let tuned_ln = gemv::run_layer_norm(s, (&x, &ln_w, 1e-5), (&ws[0], &folds[0]), &mut y, false).unwrap();
         println!("K={k} N={n}: tuned gemv {tuned}, gemv_layer_norm {tuned_ln}");
         for c in gemv::gemv::KERNEL.candidates(&[DType::BF16], false) {
             let cold = recorded(s, |i| {
@@ -129,11 +132,12 @@ fn tiles(s: &Stream, layers: &[(usize, usize)]) {
             println!("  gemv {c:>16}: cold {cold:>6.2} us  hot {hot:>6.2} us");
         }
         for c in gemv::gemv_layer_norm::KERNEL.candidates(&[DType::BF16], false) {
-            let run = |w: &Tensor<bf16>, y: &mut Tensor<bf16>| {
-                gemv::gemv_layer_norm::run_with(s, c, &x, &ln_w, &ln_b, w, &b, y, 0, 1e-5).unwrap()
+            let run = |i: usize, y: &mut Tensor<bf16>| {
+                let (w, fold) = (&ws[i], &folds[i]);
+                gemv::gemv_layer_norm::run_with(s, c, &x, &ln_w, w, &fold.scale, &fold.shift, y, 0, 1e-5).unwrap()
             };
-            let cold = recorded(s, |i| run(&ws[i % ws.len()], &mut y));
-            let hot = recorded(s, |_| run(&ws[0], &mut y));
+            let cold = recorded(s, |i| run(i % ws.len(), &mut y));
+            let hot = recorded(s, |_| run(0, &mut y));
             let [cold, hot] = [&cold, &hot].map(|g| per_launch_us(s, g));
             println!("  gemv_layer_norm {c:>16}: cold {cold:>6.2} us  hot {hot:>6.2} us");
         }

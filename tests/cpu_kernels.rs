@@ -363,14 +363,16 @@ fn gemv_every_configuration_matches_f64() {
             host::<f32>(&ln_w, &[k]),
             host::<f32>(&ln_b, &[k]),
         );
+        let fold = gemv::NormFold::new(&Cpu, (&lwt, &lbt), (&wt, &bt)).unwrap();
+        let (scale, shift) = (&fold.scale, &fold.shift);
         for tile in gemv::gemv_layer_norm::KERNEL.candidates(&[tile::DType::F32], false) {
             let mut y = HostTensor::full(&[m, n], f32::NAN);
-            gemv::gemv_layer_norm::run_with(&Cpu, tile, &xot, &lwt, &lbt, &wt, &bt, &mut y, 1, 1e-5).unwrap();
+            gemv::gemv_layer_norm::run_with(&Cpu, tile, &xot, &lwt, &wt, scale, shift, &mut y, 1, 1e-5).unwrap();
             let want = linear_ref(&h, &w, &b, m, n, k, true);
             assert_close(&format!("gemv_layer_norm {m}x{n}x{k} {tile}"), &values(&y), &want, 1e-5);
         }
         let mut y = HostTensor::full(&[m, n], f32::NAN);
-        matmul::run_layer_norm_linear(&Cpu, (&xot, &lwt, &lbt, 1e-5), (&wt, &bt), &mut y, false).unwrap();
+        matmul::run_layer_norm_linear(&Cpu, (&xot, &lwt, &lbt, 1e-5), (&wt, &bt, &fold), &mut y, false).unwrap();
         let want = linear_ref(&h, &w, &b, m, n, k, false);
         assert_close(&format!("run_layer_norm_linear {m}x{n}x{k}"), &values(&y), &want, 1e-5);
     }

@@ -503,29 +503,29 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         let what = format!("gemv_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tol);
     }
-    // With a LayerNorm in the prologue, on rows offset from 0 (its
-    // statistics are of the values less the row's first), its output
-    // rounded to `T` as the separate kernel stores it.
+    // With a LayerNorm folded into the product, on rows offset from 0
+    // (its statistics are of the values less the row's first).
     let (ln_w, ln_b, eps) = (
         rounded::<T>(&rng.normals(k, 1.0)),
         rounded::<T>(&rng.normals(k, 1.0)),
         1e-5,
     );
     let xo = rounded::<T>(&x.iter().map(|v| v + 30.0).collect::<Vec<_>>());
-    let h = rounded::<T>(&layer_norm_ref(&xo, &ln_w, &ln_b, k, eps));
+    let h = layer_norm_ref(&xo, &ln_w, &ln_b, k, eps);
     let ln = (
         s.upload(&host::<T>(&xo, &[m, k])).unwrap(),
         s.upload(&host::<T>(&ln_w, &[k])).unwrap(),
         s.upload(&host::<T>(&ln_b, &[k])).unwrap(),
     );
     let norm = (&ln.0, &ln.1, &ln.2, eps as f32);
+    let fold = gemv::NormFold::new(s, (&ln.1, &ln.2), (&wd, &bd)).unwrap();
     for tile in gemv::gemv_layer_norm::KERNEL.candidates(&[T::DTYPE], false) {
         for gelu in [0, 1] {
             let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-            gemv::gemv_layer_norm::run_with(s, tile, norm.0, norm.1, norm.2, &wd, &bd, &mut yd, gelu, norm.3).unwrap();
+            let (scale, shift) = (&fold.scale, &fold.shift);
+            gemv::gemv_layer_norm::run_with(s, tile, norm.0, norm.1, &wd, scale, shift, &mut yd, gelu, norm.3).unwrap();
             let want = linear_ref(&h, &w, &b, m, n, k, gelu == 1);
             let what = format!("gemv_layer_norm {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
-            // An element of `h` may round the other way from the f64 one.
             assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol.max(T::TOL));
         }
     }
@@ -548,7 +548,7 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         tuned_tol(tuned),
     );
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-    let tuned = matmul::run_layer_norm_linear(s, norm, (&wd, &bd), &mut yd, true).unwrap();
+    let tuned = matmul::run_layer_norm_linear(s, norm, (&wd, &bd, &fold), &mut yd, true).unwrap();
     let what = format!("run_layer_norm_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
     let want = linear_ref(&h, &w, &b, m, n, k, true);
     assert_close(

@@ -25,6 +25,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tile::{Backend, DType, Element, HostTensor, TensorView};
 use tile_kernels::argmax::Draw;
+use tile_kernels::gemv::NormFold;
 use tile_kernels::{argmax, attention, decode, embedding, gemv, linear, matmul, norm};
 
 /// The element types a model runs in: f32 (tensor-core products in tf32),
@@ -61,6 +62,26 @@ impl<X> Block<X> {
     }
 }
 
+/// A block's LayerNorms folded into the linears after them
+/// ([`NormFold`], for [`gemv::gemv_layer_norm`]): `ln_1` into the QKV
+/// projection, `ln_2` into the MLP's first linear.
+struct Folds<B: Backend> {
+    ln_1: NormFold<B>,
+    ln_2: NormFold<B>,
+}
+
+impl<B: Backend> Folds<B> {
+    fn new<T: Float>(on: &B, p: &Block<B::Tensor<T>>) -> Result<Self> {
+        let fold = |(ln_w, ln_b): &Affine<B::Tensor<T>>, (w, b): &Affine<B::Tensor<T>>| {
+            NormFold::new(on, (ln_w, ln_b), (w, b))
+        };
+        Ok(Folds {
+            ln_1: fold(&p.ln_1, &p.c_attn)?,
+            ln_2: fold(&p.ln_2, &p.c_fc)?,
+        })
+    }
+}
+
 /// A GPT-2 model whose parameters live on backend `B` in element type `T`
 /// (or one rank's shard of it).
 pub struct Gpt<B: Backend, T: Float> {
@@ -72,7 +93,11 @@ pub struct Gpt<B: Backend, T: Float> {
     wte: B::Tensor<T>,
     wpe: B::Tensor<T>,
     blocks: Vec<Block<B::Tensor<T>>>,
+    /// Each block's LayerNorms folded into the linears after them.
+    folds: Vec<Folds<B>>,
     ln_f: Affine<B::Tensor<T>>,
+    /// `ln_f` folded into the LM head.
+    head_fold: NormFold<B>,
     /// The LM head is `wte` (tied), or this rank's rows of it.
     head: Option<B::Tensor<T>>,
     /// The LM head has no bias of its own.
@@ -201,20 +226,27 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             let rows = &wte[shard.vocab.start * c..shard.vocab.end * c];
             Some(upload(rows.to_vec(), &[shard.vocab.len(), c])?)
         };
+        let wte = upload(wte, &[cfg.vocab_size, c])?;
+        let ln_f = {
+            let (w, b) = norm("ln_f")?;
+            (on.upload(&w)?, on.upload(&b)?)
+        };
+        let zero_bias = on.zeros(&[shard.vocab.len()])?;
+        let folds = blocks.iter().map(|p| Folds::new(on, p)).collect::<Result<_>>()?;
+        let head_fold = NormFold::new(on, (&ln_f.0, &ln_f.1), (head.as_ref().unwrap_or(&wte), &zero_bias))?;
         Ok(Gpt {
             config: cfg,
-            wte: upload(wte, &[cfg.vocab_size, c])?,
+            wte,
             wpe: upload(
                 checkpoint.tensor("wpe.weight", &[cfg.n_positions, c])?,
                 &[cfg.n_positions, c],
             )?,
             blocks,
-            ln_f: {
-                let (w, b) = norm("ln_f")?;
-                (on.upload(&w)?, on.upload(&b)?)
-            },
+            folds,
+            ln_f,
+            head_fold,
             head,
-            zero_bias: on.zeros(&[shard.vocab.len()])?,
+            zero_bias,
             shard,
             all_reduce,
             tf32: true,
@@ -661,7 +693,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     ) -> Result<()> {
         for (l, block) in self.blocks.iter().enumerate() {
             self.attention_block(on, block, acts, (b, t), l, &mut attend)?;
-            self.mlp_block(on, block, acts)?;
+            self.mlp_block(on, block, acts, l)?;
         }
         Ok(())
     }
@@ -680,7 +712,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let heads = self.shard.heads.len();
         let c = heads * self.config.head_size();
         let Activations { x, next, qkv, att, .. } = acts;
-        self.norm_linear(on, x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1), qkv, false)?;
+        let fold = &self.folds[layer].ln_1;
+        self.norm_linear(on, x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1, fold), qkv, false)?;
         on.reshape_in_place(qkv, &[b, t, 3 * c])?;
         on.reshape_in_place(att, &[b, t, c])?;
         match attend {
@@ -703,9 +736,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     }
 
     /// `x + proj(gelu(fc(ln_2(x))))`.
-    fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, acts: &mut Activations<B, T>) -> Result<()> {
+    fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, acts: &mut Activations<B, T>, layer: usize) -> Result<()> {
         let Activations { x, next, fc, .. } = acts;
-        self.norm_linear(on, x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1), fc, true)?;
+        let fold = &self.folds[layer].ln_2;
+        self.norm_linear(on, x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1, fold), fc, true)?;
         self.row_parallel(on, fc, &p.mlp_proj, x, next)?;
         std::mem::swap(x, next);
         Ok(())
@@ -741,14 +775,14 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         on: &B,
         x: &B::Tensor<T>,
         (ln_w, ln_b): &Affine<B::Tensor<T>>,
-        (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+        (w, b, fold): (&B::Tensor<T>, &B::Tensor<T>, &NormFold<B>),
         y: &mut B::Tensor<T>,
         gelu: bool,
     ) -> Result<()> {
         let norm = (x, ln_w, ln_b, self.config.layer_norm_epsilon);
         match self.ieee_linear(on, x) {
             Some(true) => {
-                gemv::run_layer_norm(on, norm, (w, b), y, gelu)?;
+                gemv::run_layer_norm(on, (x, ln_w, norm.3), (w, fold), y, gelu)?;
             }
             Some(false) => {
                 let mut h = on.zeros(x.shape())?;
@@ -756,7 +790,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
                 linear::run(on, &h, w, b, y, gelu)?;
             }
             None => {
-                matmul::run_layer_norm_linear(on, norm, (w, b), y, gelu)?;
+                matmul::run_layer_norm_linear(on, norm, (w, b, fold), y, gelu)?;
             }
         }
         Ok(())
@@ -774,7 +808,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// vocabulary columns).
     fn lm_head(&self, on: &B, x: &B::Tensor<T>, logits: &mut B::Tensor<T>) -> Result<()> {
         let head = self.head.as_ref().unwrap_or(&self.wte);
-        self.norm_linear(on, x, &self.ln_f, (head, &self.zero_bias), logits, false)
+        let product = (head, &self.zero_bias, &self.head_fold);
+        self.norm_linear(on, x, &self.ln_f, product, logits, false)
     }
 
     /// One decode step over the cache's token ids and positions, into its

@@ -17,7 +17,6 @@
 //! Products and sums are in f32, so f32 layers are IEEE f32 here.
 
 use crate::matmul::LinearOperands;
-use crate::norm::LayerNormOperands;
 use tile::autotune::{size_class, tune};
 use tile::{Backend, Element, KernelSpec, TensorView, Tuned};
 
@@ -118,23 +117,27 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     y.store([m, n], out.cast::<T>());
 }
 
-/// `y = layer_norm(x) @ w^T + b`, then tanh-GELU when `gelu` is 1: a
-/// LayerNorm (`ln_w`, `ln_b`, `eps`; its output rounded to `T`, as the
-/// separate kernel stores it) in the prologue of [`gemv`]. Each block
-/// takes its rows' statistics first, of the values less each row's first,
-/// as `norm::layer_norm` does, in one pass over K: sums of the shifted
-/// values and of their squares, reduced across the block once.
+/// `y = layer_norm(x) @ w^T + b`, then tanh-GELU when `gelu` is 1, in one
+/// pass over K. The LayerNorm's affine (`ln_w`, and its bias through
+/// `shift`) is folded into the product ([`NormFold`]): each block
+/// multiplies `t·ln_w` into its accumulator, `t` the row less its first
+/// value (the statistics `norm::layer_norm` takes), while it sums `t` and
+/// `t²`, and applies the statistics once, at the end:
+/// `y = rstd·(acc − mean·scale) + shift`. No reduction stands between a
+/// block's first loads and its products.
 #[tile::kernel(
     T = [f16, bf16, f32],
     num_warps = 4,
     grid = cdiv(N, BN) * cdiv(M, BM),
     key = [M, K, N],
-    // The tiles of `gemv` that assemble without spills on every target
-    // with the LayerNorm's registers added (sm_100a's ptxas spills the others).
+    // Tiles that assemble without spills on every target: the statistics'
+    // sums stay live through the product loop, and ptxas spills some of
+    // `gemv`'s tiles with them (this one, in 16-bit types only).
     configs = [
         (BM = 1, BN = 4, BK = 1024),
-        (BM = 1, BN = 8, BK = 512),
-        (BM = 2, BN = 4, BK = 1024),
+        (T = f32, BM = 1, BN = 8, BK = 512),
+        (BM = 2, BN = 4, BK = 512),
+        (BM = 4, BN = 2, BK = 512),
         (BM = 8, BN = 2, BK = 512),
         (BM = 16, BN = 2, BK = 256),
         (BM = 16, BN = 4, BK = 128),
@@ -143,9 +146,9 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
     x: &Tensor<T, { [M, K] }>,
     ln_w: &Tensor<T, { [K] }>,
-    ln_b: &Tensor<T, { [K] }>,
     w: &Tensor<T, { [N, K] }>,
-    b: &Tensor<T, { [N] }>,
+    scale: &Tensor<f32, { [N] }>,
+    shift: &Tensor<f32, { [N] }>,
     y: &mut Tensor<T, { [M, N] }>,
     gelu: i32,
     eps: f32,
@@ -158,29 +161,86 @@ pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
     let first = x.load([m, 0], [BM, 1]).cast::<f32>();
     let mut sum = zeros([BM, BK]);
     let mut squares = zeros([BM, BK]);
+    let mut acc = zeros([BM, BN, BK]);
     for k in 0..cdiv(K, BK) {
         let t = x.load([m, k], [BM, BK]).cast::<f32>() - first;
         let t = select(k * BK + arange(BK) < K, t, 0.0);
         sum = sum + t;
         squares = squares + t * t;
-    }
-    let mean = sum.sum(1) / K as f32;
-    let rstd = rsqrt(max(squares.sum(1) / K as f32 - mean * mean, 0.0) + eps);
-    let mut acc = zeros([BM, BN, BK]);
-    for k in 0..cdiv(K, BK) {
-        // Less the row's first, then the mean of that: `first + mean`
-        // would round at the scale of the row.
-        let xk = (x.load([m, k], [BM, BK]).cast::<f32>() - first - mean) * rstd;
-        let h = xk * ln_w.load([k], [BK]).cast::<f32>() + ln_b.load([k], [BK]).cast::<f32>();
-        let xs = h.cast::<T>().cast::<f32>().reshape([BM, 1, BK]);
+        let xs = (t * ln_w.load([k], [BK]).cast::<f32>()).reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
         acc = acc + xs * ws;
     }
-    let out = acc.sum(2).reshape([BM, BN]) + b.load([n], [BN]).cast::<f32>();
+    let mean = sum.sum(1) / K as f32;
+    let rstd = rsqrt(max(squares.sum(1) / K as f32 - mean * mean, 0.0) + eps);
+    let scale = scale.load([n], [BN]).reshape([1, BN]);
+    let out = (acc.sum(2).reshape([BM, BN]) - mean * scale) * rstd + shift.load([n], [BN]);
     if gelu == 1 {
         y.store([m, n], gelu(out).cast::<T>());
     } else {
         y.store([m, n], out.cast::<T>());
+    }
+}
+
+/// A LayerNorm's affine folded into the linear layer after it, for
+/// [`gemv_layer_norm`]. With `h = (x − μ)·rstd·γ + β`,
+/// `h @ w^T + b = rstd·((x − μ)·γ @ w^T) + β @ w^T + b`
+/// `= rstd·((x·γ) @ w^T − μ·scale) + shift`, where `scale = γ @ w^T` and
+/// `shift = β @ w^T + b` depend on the weights alone: computed once, in
+/// f32, when the weights are loaded. It belongs to the LayerNorm and the
+/// linear it was made from.
+pub struct NormFold<B: Backend> {
+    /// `[N]`: `γ @ w^T`.
+    pub scale: B::Tensor<f32>,
+    /// `[N]`: `β @ w^T + b`.
+    pub shift: B::Tensor<f32>,
+}
+
+/// `scale[n] = Σ_k ln_w[k]·w[n, k]` and `shift[n] = b[n] + Σ_k ln_b[k]·w[n, k]`
+/// in f32: [`NormFold`]'s constants, `BN` rows of `w` a block.
+#[tile::kernel(T = [f16, bf16, f32], BN = [4], BK = [256], num_warps = 4)]
+pub fn fold_layer_norm<T, const BN: usize, const BK: usize>(
+    ln_w: &Tensor<T, { [K] }>,
+    ln_b: &Tensor<T, { [K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    b: &Tensor<T, { [N] }>,
+    scale: &mut Tensor<f32, { [N] }>,
+    shift: &mut Tensor<f32, { [N] }>,
+) {
+    let n = block_id(0);
+    let mut g = zeros([BN, BK]);
+    let mut c = zeros([BN, BK]);
+    for k in 0..cdiv(K, BK) {
+        let ws = w.load([n, k], [BN, BK]).cast::<f32>();
+        g = g + ws * ln_w.load([k], [BK]).cast::<f32>();
+        c = c + ws * ln_b.load([k], [BK]).cast::<f32>();
+    }
+    scale.store([n], g.sum(1).reshape([BN]));
+    shift.store([n], c.sum(1).reshape([BN]) + b.load([n], [BN]).cast::<f32>());
+}
+
+impl<B: Backend> NormFold<B> {
+    /// The fold of the LayerNorm `(ln_w, ln_b)` into the linear `(w, b)`,
+    /// `w: [N, K]`.
+    pub fn new<T: Element>(
+        on: &B,
+        (ln_w, ln_b): (&B::Tensor<T>, &B::Tensor<T>),
+        (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+    ) -> tile::Result<Self> {
+        let n = w.shape().first().copied().unwrap_or(0);
+        let (mut scale, mut shift) = (on.zeros(&[n])?, on.zeros(&[n])?);
+        fold_layer_norm::launch_with(
+            on,
+            &[4, 256],
+            n.div_ceil(4) as u32,
+            ln_w,
+            ln_b,
+            w,
+            b,
+            &mut scale,
+            &mut shift,
+        )?;
+        Ok(NormFold { scale, shift })
     }
 }
 
@@ -226,17 +286,18 @@ fn whole_rows<T: Element>(kernel: &KernelSpec, x: &[usize], w: &[usize]) -> (Vec
 }
 
 /// `y = layer_norm(x) @ w^T + b` (then GELU if `gelu`) in one kernel,
-/// [`gemv_layer_norm`], tuned as [`run`] is; `norm` is the LayerNorm's
-/// `(x, weight, bias, eps)`. Returns the configuration.
+/// [`gemv_layer_norm`], tuned as [`run`] is: `(x, ln_w, eps)` of the
+/// LayerNorm, `w` and `fold` the LayerNorm's [`NormFold`] into `(w, b)`.
+/// Returns the configuration.
 pub fn run_layer_norm<T: Element, B: Backend>(
     on: &B,
-    (x, ln_w, ln_b, eps): LayerNormOperands<B, T>,
-    (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+    (x, ln_w, eps): (&B::Tensor<T>, &B::Tensor<T>, f32),
+    (w, fold): (&B::Tensor<T>, &NormFold<B>),
     y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<Tuned> {
     let (candidates, key) = whole_rows::<T>(&gemv_layer_norm::KERNEL, x.shape(), w.shape());
     tune(on, &key, &candidates, |c| {
-        gemv_layer_norm::run_with(on, c, x, ln_w, ln_b, w, b, y, gelu as i32, eps)
+        gemv_layer_norm::run_with(on, c, x, ln_w, w, &fold.scale, &fold.shift, y, gelu as i32, eps)
     })
 }

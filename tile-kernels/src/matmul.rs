@@ -84,21 +84,22 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 }
 
 /// `y = layer_norm(x) @ w^T + b` (then GELU if `gelu`), `norm` being the
-/// LayerNorm's `(x, weight, bias, eps)`: the LayerNorm kernel into a
-/// temporary, then [`linear`]'s tuned tile; or, up to
-/// [`gemv::MAX_ROWS`] rows, [`gemv::gemv_layer_norm`] (the LayerNorm in
-/// the product's prologue, one launch) where the tuner finds it faster.
-/// Returns the product's configuration.
+/// LayerNorm's `(x, weight, bias, eps)` and `fold` its [`gemv::NormFold`]
+/// into `(w, b)`: the LayerNorm kernel into a temporary, then [`linear`]'s
+/// tuned tile; or, up to [`gemv::MAX_ROWS`] rows,
+/// [`gemv::gemv_layer_norm`] (the LayerNorm folded into the product, one
+/// launch) where the tuner finds it faster. Returns the product's
+/// configuration.
 pub fn run_layer_norm_linear<T: Element, B: Backend>(
     on: &B,
     norm: LayerNormOperands<B, T>,
-    (w, b): (&B::Tensor<T>, &B::Tensor<T>),
+    (w, b, fold): (&B::Tensor<T>, &B::Tensor<T>, &gemv::NormFold<B>),
     y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<LinearTile> {
     let (x, ln_w, ln_b, eps) = norm;
     few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, y| match family {
-        Family::Gemv => gemv::run_layer_norm(on, norm, (w, b), y, gelu),
+        Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
         Family::TensorCores => {
             let mut h = on.zeros(x.shape())?;
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, eps)?;
