@@ -779,18 +779,18 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         y: &mut B::Tensor<T>,
         gelu: bool,
     ) -> Result<()> {
-        let norm = (x, ln_w, ln_b, self.config.layer_norm_epsilon);
+        let eps = self.config.layer_norm_epsilon;
         match self.ieee_linear(on, x) {
             Some(true) => {
-                gemv::run_layer_norm(on, (x, ln_w, norm.3), (w, fold), y, gelu)?;
+                gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu)?;
             }
             Some(false) => {
                 let mut h = on.zeros(x.shape())?;
-                norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, norm.3)?;
+                norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, eps)?;
                 linear::run(on, &h, w, b, y, gelu)?;
             }
             None => {
-                matmul::run_layer_norm_linear(on, norm, (w, b, fold), y, gelu)?;
+                matmul::run_layer_norm_linear(on, (x, ln_w, ln_b, eps), (w, b, fold), y, gelu)?;
             }
         }
         Ok(())
