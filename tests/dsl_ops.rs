@@ -1381,6 +1381,82 @@ fn sorts_case<T: Num>(s: &Option<Stream>, xs: &[f64], (m, n): (usize, usize)) {
     }
 }
 
+/// The `K` largest of each row of `x` in `[R, C]` tiles, largest first,
+/// and their columns. The padding (-inf) sorts below every value.
+#[tile::kernel(T = [f32, bf16], R = [4], C = [512], K = [1, 8, 64], num_warps = 4)]
+fn row_topk<T, const R: usize, const C: usize, const K: usize>(
+    x: &Tensor<T, { [M, N] }>,
+    values: &mut Tensor<T, { [M, J] }>,
+    columns: &mut Tensor<i32, { [M, J] }>,
+) {
+    let i = block_id(0);
+    let t = x.load([i, 0], [R, C]).pad(f32::NEG_INFINITY);
+    values.store([i, 0], t.topk(1, K));
+    columns.store([i, 0], t.argtopk(1, K));
+}
+
+/// [`row_topk`] of `xs` (`[m, n]`) on the CPU against f64 orders, then
+/// the GPU against the CPU, exactly.
+fn topk_case<T: Num, const K: usize>(s: &Option<Stream>, xs: &[f64], (m, n): (usize, usize)) {
+    let x = host::<T>(xs, &[m, n]);
+    let xv = as_f64(&x);
+    let mut padded = Vec::new();
+    for r in 0..m {
+        padded.extend_from_slice(&xv[r * n..r * n + n]);
+        padded.resize((r + 1) * 512, f64::NEG_INFINITY);
+    }
+    let starts: Vec<usize> = (0..m).map(|r| r * 512).collect();
+    let orders = argsort_ref(&padded, &starts, (512, 1), true);
+    let what = format!("{} rows [{m}, {n}], top {K}", T::DTYPE);
+    let fresh = || {
+        (
+            HostTensor::<T>::full(&[m, K], T::of(0.5)),
+            HostTensor::<i32>::full(&[m, K], -1),
+        )
+    };
+    let (mut v, mut c) = fresh();
+    let grid = cdiv(m, 4);
+    row_topk::launch::<T, 4, 512, K, _>(&Cpu, grid, &x, &mut v, &mut c).unwrap();
+    let (gv, gc) = (as_f64(&v), c.to_vec());
+    for (r, order) in orders.iter().enumerate() {
+        for k in 0..K {
+            let want = padded[r * 512 + order[k]];
+            let got = gv[r * K + k];
+            assert!(
+                got == want || (got.is_nan() && want.is_nan()),
+                "{what}: row {r} rank {k}: {got} against {want}"
+            );
+            assert_eq!(gc[r * K + k], order[k] as i32, "{what}: row {r} rank {k} column");
+        }
+    }
+    if let Some(s) = s {
+        let (v0, c0) = fresh();
+        let (mut vd, mut cd) = (s.upload(&v0).unwrap(), s.upload(&c0).unwrap());
+        row_topk::launch::<T, 4, 512, K, _>(s, grid, &s.upload(&x).unwrap(), &mut vd, &mut cd).unwrap();
+        let (g, w) = (as_f64(&s.download(&vd).unwrap()), as_f64(&v));
+        let equal = g.iter().zip(&w).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        assert!(equal, "{what}: GPU topk differs from the CPU backend");
+        same(s, &format!("{what}: argtopk"), &cd, &c, 0.0);
+    }
+}
+
+fn topk_keeps_the_largest_with_ties_and_nan(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(56);
+    for (m, n) in [(5, 300), (3, 512), (2, 37), (1, 1)] {
+        // Few distinct values: many ties.
+        let mut xs: Vec<f64> = (0..m * n).map(|_| rng.below(23) as f64 - 11.0).collect();
+        xs[n / 2] = f64::NAN;
+        topk_case::<f32, 1>(&s, &xs, (m, n));
+        topk_case::<f32, 8>(&s, &xs, (m, n));
+        topk_case::<f32, 64>(&s, &xs, (m, n));
+        topk_case::<bf16, 64>(&s, &xs, (m, n));
+        let wide: Vec<f64> = rng.normals(m * n, 3.0);
+        topk_case::<f32, 64>(&s, &wide, (m, n));
+        topk_case::<bf16, 8>(&s, &wide, (m, n));
+    }
+}
+
 // ---- atomics ------------------------------------------------------------------------
 
 /// A histogram of `x`, one `[T]` tile per block: per bin the count and the
@@ -1554,6 +1630,239 @@ fn fetch_add_lets_the_last_block_read_every_block(d: Option<Arc<Device>>) {
     }
 }
 
+/// Each element of a `[T]` tile takes a ticket from `counter`: its value
+/// before the element's add. Elements past `N` add nothing (index -1), and
+/// `misses` gets what adds outside the counter give back.
+#[tile::kernel(T = [8, 256], num_warps = 4)]
+fn take_tickets<const T: usize>(
+    counter: &mut Tensor<u32, { [2] }>,
+    tickets: &mut Tensor<u32, { [N] }>,
+    misses: &mut Tensor<u32, { [N] }>,
+) {
+    let i = block_id(0);
+    let at = i * T + arange(T);
+    tickets.store([i], counter.atomic_add([select(at < N, 0, -1)], full([T], 1u32)));
+    misses.store([i], counter.atomic_add([full([T], 2)], full([T], 5u32)));
+}
+
+/// Every element swaps its position into one slot, releasing the block's
+/// accesses, and gets what it found there.
+#[tile::kernel(T = [64], num_warps = 4)]
+fn swap_in<const T: usize>(slot: &mut Tensor<i32, { [1] }>, found: &mut Tensor<i32, { [N] }>) {
+    let at = block_id(0) * T + arange(T);
+    found.store(
+        [block_id(0)],
+        slot.atomic_exch([select(at < N, 0, -1)], at, Ordering::Release),
+    );
+}
+
+/// Every element claims slot `at % S` with its position where the slot
+/// still holds -1, acquiring, and gets what the slot held.
+#[tile::kernel(T = [128], num_warps = 4)]
+fn claim<const T: usize>(slots: &mut Tensor<i32, { [S] }>, found: &mut Tensor<i32, { [N] }>) {
+    let at = block_id(0) * T + arange(T);
+    let got = slots.atomic_cas([select(at < N, at % S, -1)], -1, at, Ordering::Acquire);
+    found.store([block_id(0)], got);
+}
+
+/// `x[e]` becomes 7 where it has `expected[e]`'s bits; `old` gets `x` before.
+#[tile::kernel(T = [4])]
+fn replace_matching_bits<const T: usize>(
+    x: &mut Tensor<f32, { [N] }>,
+    expected: &Tensor<f32, { [N] }>,
+    old: &mut Tensor<f32, { [N] }>,
+) {
+    old.store([0], x.atomic_cas([arange(T)], expected.load([0], [T]), full([T], 7.0)));
+}
+
+/// `last_block_sums` with a tile atomic: every block stores its sum and
+/// counts itself in with acquire-release ordering; the block that counts
+/// last adds every block's sum into `total` and sets the count back.
+#[tile::kernel(T = [256], P = [1024])]
+fn last_tile_sums<const T: usize, const P: usize>(
+    x: &Tensor<f32, { [N] }>,
+    partial: &mut Tensor<f32, { [G] }>,
+    count: &mut Tensor<u32, { [1] }>,
+    total: &mut Tensor<f32, { [1] }>,
+) {
+    let i = block_id(0);
+    partial.store([i], x.load([i], [T]).sum(0));
+    let ticket = count.atomic_add([zeros::<i32>([1])], full([1], 1u32), Ordering::AcqRel);
+    let last = select(ticket == num_blocks(0).cast::<u32>() - 1, 0, -1);
+    total.scatter([last], partial.load([0], [P]).sum(0));
+    count.scatter([last], zeros::<u32>([1]));
+}
+
+fn tile_atomics_give_old_values(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let n = 3 * 256 - 41;
+    // Tickets: `T = 8` holds each element on 16 threads of 4 warps.
+    let tickets = |t: usize| {
+        let run = |on: &dyn Fn(u32, &mut [Vec<u32>; 3])| {
+            let mut got = [vec![0, 0], vec![0; n], vec![0; n]];
+            on(cdiv(n, t), &mut got);
+            got
+        };
+        let cpu = run(&|grid, got| {
+            let mut c = HostTensor::<u32>::zeros(&[2]);
+            let (mut tk, mut m) = (HostTensor::<u32>::zeros(&[n]), HostTensor::<u32>::zeros(&[n]));
+            match t {
+                8 => take_tickets::launch::<8, _>(&Cpu, grid, &mut c, &mut tk, &mut m).unwrap(),
+                _ => take_tickets::launch::<256, _>(&Cpu, grid, &mut c, &mut tk, &mut m).unwrap(),
+            }
+            *got = [c.to_vec(), tk.to_vec(), m.to_vec()];
+        });
+        assert_eq!(cpu[0], [n as u32, 0], "T = {t}: CPU counter");
+        assert!(cpu[1].iter().copied().eq(0..n as u32), "T = {t}: CPU tickets in order");
+        assert!(cpu[2].iter().all(|&m| m == 0), "T = {t}: outside gives 0");
+        if let Some(s) = &s {
+            let gpu = run(&|grid, got| {
+                let mut c = s.zeros::<u32>(&[2]).unwrap();
+                let (mut tk, mut m) = (s.zeros::<u32>(&[n]).unwrap(), s.zeros::<u32>(&[n]).unwrap());
+                match t {
+                    8 => take_tickets::launch::<8, _>(s, grid, &mut c, &mut tk, &mut m).unwrap(),
+                    _ => take_tickets::launch::<256, _>(s, grid, &mut c, &mut tk, &mut m).unwrap(),
+                }
+                let d = |x: &tile::Tensor<u32>| s.download(x).unwrap().to_vec();
+                *got = [d(&c), d(&tk), d(&m)];
+            });
+            assert_eq!(gpu[0], [n as u32, 0], "T = {t}: GPU counter");
+            let mut sorted = gpu[1].clone();
+            sorted.sort_unstable();
+            assert!(
+                sorted.iter().copied().eq(0..n as u32),
+                "T = {t}: GPU tickets {:?}",
+                gpu[1]
+            );
+            assert!(gpu[2].iter().all(|&m| m == 0), "T = {t}: GPU outside gives 0");
+        }
+    };
+    tickets(8);
+    tickets(256);
+
+    // Exchange: what the elements found, and what the slot holds last, are
+    // -1 and every position once. `T = 64` holds each element twice.
+    let swapped = |found: Vec<i32>, last: i32, what: &str| {
+        let mut all: Vec<i32> = found.into_iter().chain([last]).collect();
+        all.sort_unstable();
+        assert!(all.iter().copied().eq(-1..n as i32), "{what}: {all:?}");
+    };
+    let grid = cdiv(n, 64);
+    let mut slot = HostTensor::from_vec(vec![-1], &[1]).unwrap();
+    let mut found = HostTensor::<i32>::zeros(&[n]);
+    swap_in::launch::<64, _>(&Cpu, grid, &mut slot, &mut found).unwrap();
+    assert!(found.to_vec().iter().copied().eq(-1..n as i32 - 1), "CPU: in order");
+    swapped(found.to_vec(), slot.to_vec()[0], "CPU exchange");
+    if let Some(s) = &s {
+        let mut sd = s.upload(&HostTensor::from_vec(vec![-1], &[1]).unwrap()).unwrap();
+        let mut fd = s.zeros::<i32>(&[n]).unwrap();
+        swap_in::launch::<64, _>(s, grid, &mut sd, &mut fd).unwrap();
+        swapped(
+            s.download(&fd).unwrap().to_vec(),
+            s.download(&sd).unwrap().to_vec()[0],
+            "GPU exchange",
+        );
+    }
+
+    // Compare-and-swap: one element claims each slot; the others find it.
+    let slots = 29;
+    let claimed = |found: &[i32], held: &[i32], what: &str| {
+        for (k, &h) in held.iter().enumerate() {
+            let mine: Vec<usize> = (k..n).step_by(slots).collect();
+            let winners: Vec<usize> = mine.iter().copied().filter(|&e| found[e] == -1).collect();
+            assert_eq!(winners.len(), 1, "{what}: slot {k} claimed by {winners:?}");
+            assert_eq!(h, winners[0] as i32, "{what}: slot {k}");
+            assert!(
+                mine.iter().all(|&e| e == winners[0] || found[e] == h),
+                "{what}: slot {k}: the others find the winner"
+            );
+        }
+    };
+    let grid = cdiv(n, 128);
+    let mut held = HostTensor::from_vec(vec![-1; slots], &[slots]).unwrap();
+    let mut found = HostTensor::<i32>::zeros(&[n]);
+    claim::launch::<128, _>(&Cpu, grid, &mut held, &mut found).unwrap();
+    assert!(
+        held.to_vec().iter().copied().eq(0..slots as i32),
+        "CPU: the first claims"
+    );
+    claimed(&found.to_vec(), &held.to_vec(), "CPU compare-and-swap");
+    if let Some(s) = &s {
+        let mut hd = s
+            .upload(&HostTensor::from_vec(vec![-1; slots], &[slots]).unwrap())
+            .unwrap();
+        let mut fd = s.zeros::<i32>(&[n]).unwrap();
+        claim::launch::<128, _>(s, grid, &mut hd, &mut fd).unwrap();
+        let (f, h) = (s.download(&fd).unwrap().to_vec(), s.download(&hd).unwrap().to_vec());
+        claimed(&f, &h, "GPU compare-and-swap");
+    }
+
+    // Floats compare by their bits: -0.0 is not 0.0, a NaN is itself.
+    let x = [0.0f32, -0.0, f32::NAN, 1.0];
+    let expected = HostTensor::from_vec(vec![0.0f32, 0.0, f32::NAN, 2.0], &[4]).unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let want = bits(&[7.0, -0.0, 7.0, 1.0]);
+    let mut xc = HostTensor::from_vec(x.to_vec(), &[4]).unwrap();
+    let mut old = HostTensor::<f32>::zeros(&[4]);
+    replace_matching_bits::launch::<4, _>(&Cpu, 1, &mut xc, &expected, &mut old).unwrap();
+    assert_eq!(bits(&xc.to_vec()), want, "CPU: f32 compare-and-swap");
+    assert_eq!(bits(&old.to_vec()), bits(&x), "CPU: f32 old values");
+    if let Some(s) = &s {
+        let mut xd = s.upload(&HostTensor::from_vec(x.to_vec(), &[4]).unwrap()).unwrap();
+        let mut od = s.zeros::<f32>(&[4]).unwrap();
+        replace_matching_bits::launch::<4, _>(s, 1, &mut xd, &s.upload(&expected).unwrap(), &mut od).unwrap();
+        assert_eq!(
+            bits(&s.download(&xd).unwrap().to_vec()),
+            want,
+            "GPU: f32 compare-and-swap"
+        );
+        assert_eq!(
+            bits(&s.download(&od).unwrap().to_vec()),
+            bits(&x),
+            "GPU: f32 old values"
+        );
+    }
+}
+
+fn acq_rel_tile_atomics_let_the_last_block_read_every_block(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(55);
+    let blocks = 1000;
+    let n = blocks * 256 - 77;
+    let x = host::<f32>(&rng.normals(n, 1.0), &[n]);
+    let want = as_f64(&x).iter().sum::<f64>();
+    let scale = as_f64(&x).iter().map(|v| v.abs()).sum::<f64>();
+    fn sums<B: tile::Backend>(on: &B, x: &HostTensor<f32>, blocks: usize, runs: usize) -> Vec<(u32, f32)> {
+        let x = on.upload(x).unwrap();
+        let mut partial = on.zeros::<f32>(&[blocks]).unwrap();
+        let mut count = on.zeros::<u32>(&[1]).unwrap();
+        let mut total = on.zeros::<f32>(&[1]).unwrap();
+        (0..runs)
+            .map(|_| {
+                last_tile_sums::launch::<256, 1024, _>(on, blocks as u32, &x, &mut partial, &mut count, &mut total)
+                    .unwrap();
+                let c = on.download(&count).unwrap().to_vec()[0];
+                (c, on.download(&total).unwrap().to_vec()[0])
+            })
+            .collect()
+    }
+    let check = |what: &str, (count, total): (u32, f32)| {
+        assert_eq!(count, 0, "{what}: the count is set back");
+        assert!(
+            (total as f64 - want).abs() <= 1e-5 * scale,
+            "{what}: total {total} against {want}"
+        );
+    };
+    for got in sums(&Cpu, &x, blocks, 2) {
+        check("CPU", got);
+    }
+    if let Some(s) = &s {
+        for (run, got) in sums(s, &x, blocks, 20).into_iter().enumerate() {
+            check(&format!("GPU run {run}"), got);
+        }
+    }
+}
+
 /// After a `last_block_sums` launch: the count, the tickets, the misses and
 /// the total.
 type Counted = (Vec<u32>, Vec<u32>, Vec<u32>, f32);
@@ -1625,10 +1934,19 @@ fn main() -> ExitCode {
             ),
             Test::cpu_then_gpu("scans_match_f64_on_ragged_rows", scans_match_f64_on_ragged_rows),
             Test::cpu_then_gpu("sorts_order_rows_with_ties_and_nan", sorts_order_rows_with_ties_and_nan),
+            Test::cpu_then_gpu(
+                "topk_keeps_the_largest_with_ties_and_nan",
+                topk_keeps_the_largest_with_ties_and_nan,
+            ),
             Test::cpu_then_gpu("atomics_combine_every_element", atomics_combine_every_element),
             Test::cpu_then_gpu(
                 "fetch_add_lets_the_last_block_read_every_block",
                 fetch_add_lets_the_last_block_read_every_block,
+            ),
+            Test::cpu_then_gpu("tile_atomics_give_old_values", tile_atomics_give_old_values),
+            Test::cpu_then_gpu(
+                "acq_rel_tile_atomics_let_the_last_block_read_every_block",
+                acq_rel_tile_atomics_let_the_last_block_read_every_block,
             ),
         ]
         .into_iter()

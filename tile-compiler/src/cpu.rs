@@ -144,26 +144,39 @@ impl Cx<'_> {
                 let pad = v(*pad);
                 quote!(#cpu::gather(#t, &[#(&#ix),*], #pad))
             }
-            OpKind::Scatter {
+            OpKind::Scatter { tensor, index, value } => {
+                let t = param_ident(func, *tensor);
+                let ix = index.iter().map(|i| v(*i));
+                let val = v(*value);
+                return quote!(#cpu::scatter(#t, &[#(&#ix),*], &#val););
+            }
+            // Blocks run one after another: every ordering holds.
+            OpKind::Atomic {
                 tensor,
                 index,
                 value,
-                atomic,
+                compare,
+                op,
+                ..
             } => {
                 let t = param_ident(func, *tensor);
                 let ix = index.iter().map(|i| v(*i));
                 let val = v(*value);
-                return match atomic {
-                    None => quote!(#cpu::scatter(#t, &[#(&#ix),*], &#val);),
-                    Some(op) => {
+                match (op, compare) {
+                    (AtomicOp::Cas, Some(c)) => {
+                        let c = v(*c);
+                        quote!(#cpu::atomic_cas(#t, &[#(&#ix),*], &#c, &#val))
+                    }
+                    _ => {
                         let f = match op {
                             AtomicOp::Add => quote!(#cpu::ops::add),
                             AtomicOp::Max => quote!(#cpu::ops::max),
                             AtomicOp::Min => quote!(#cpu::ops::min),
+                            AtomicOp::Exch | AtomicOp::Cas => quote!(#cpu::ops::replace),
                         };
-                        quote!(#cpu::scatter_combine(#t, &[#(&#ix),*], &#val, #f);)
+                        quote!(#cpu::atomic(#t, &[#(&#ix),*], &#val, #f))
                     }
-                };
+                }
             }
             // A hint for the GPU's L2: nothing to do on the CPU.
             OpKind::Prefetch { .. } => return quote!(),
@@ -276,12 +289,13 @@ impl Cx<'_> {
                 axis,
                 descending,
                 indices,
+                keep,
             } => {
                 let a_ = v(*arg);
                 if *indices {
-                    quote!(#cpu::argsort(&#a_, #axis, #descending))
+                    quote!(#cpu::head(&#cpu::argsort(&#a_, #axis, #descending), #axis, #keep))
                 } else {
-                    quote!(#cpu::sort(&#a_, #axis, #descending))
+                    quote!(#cpu::head(&#cpu::sort(&#a_, #axis, #descending), #axis, #keep))
                 }
             }
             OpKind::Reshape(a) => {

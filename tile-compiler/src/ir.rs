@@ -118,13 +118,41 @@ pub enum ReduceOp {
     ArgMin,
 }
 
-/// How an atomic scatter (`atomic_add`, `atomic_max`, `atomic_min`)
-/// combines a value with the element it lands on.
+/// How a tile atomic (`atomic_add`, `atomic_max`, `atomic_min`,
+/// `atomic_exch`, `atomic_cas`) combines a value with the element it lands on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AtomicOp {
     Add,
     Max,
     Min,
+    /// The value replaces the element.
+    Exch,
+    /// The value replaces the element where the element equals `compare`, bit for bit.
+    Cas,
+}
+
+/// The memory ordering a tile atomic asks for, named as Rust's
+/// `std::sync::atomic::Ordering`, and kept for the whole block: `Release`
+/// orders the block's accesses before the atomic ahead of it, `Acquire`
+/// orders the block's accesses after it behind it, at GPU scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemOrder {
+    Relaxed,
+    Acquire,
+    Release,
+    AcqRel,
+}
+
+impl MemOrder {
+    /// Whether the block's accesses before the atomic are ordered ahead of it.
+    pub fn releases(self) -> bool {
+        matches!(self, MemOrder::Release | MemOrder::AcqRel)
+    }
+
+    /// Whether the block's accesses after the atomic are ordered behind it.
+    pub fn acquires(self) -> bool {
+        matches!(self, MemOrder::Acquire | MemOrder::AcqRel)
+    }
 }
 
 /// The combining operation of a scan (`cumsum`, `cumprod`, `cummax`, `cummin`).
@@ -193,13 +221,24 @@ pub enum OpKind {
         index: Vec<ValueId>,
         value: ValueId,
     },
-    /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds, or
-    /// with `atomic` combines it with the element there, atomically.
+    /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
     Scatter {
         tensor: usize,
         index: Vec<ValueId>,
         value: ValueId,
-        atomic: Option<AtomicOp>,
+    },
+    /// Combines `value[e]` with `tensor[index[0][e], ..]` by `op`,
+    /// atomically, where in bounds (`compare` is `atomic_cas`'s expected
+    /// tile). The result, when the op has one, is the elements' values
+    /// before (`value`'s dtype and shape; 0 out of bounds); an atomic whose
+    /// old values nobody reads has none.
+    Atomic {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+        compare: Option<ValueId>,
+        op: AtomicOp,
+        order: MemOrder,
     },
     Unary(UnaryOp, ValueId),
     Binary(BinaryOp, ValueId, ValueId),
@@ -222,12 +261,15 @@ pub enum OpKind {
     },
     /// Sorts along `axis`, ascending or `descending`: the values, or with
     /// `indices` their positions along the axis (i32). Ties keep the lower
-    /// position first; NaN sorts as the largest value.
+    /// position first; NaN sorts as the largest value. The result keeps
+    /// the first `keep` positions of the axis (all of them for `sort`, `k`
+    /// for `topk`).
     Sort {
         arg: ValueId,
         axis: usize,
         descending: bool,
         indices: bool,
+        keep: usize,
     },
     /// Same elements in row-major order, another shape.
     Reshape(ValueId),
@@ -280,6 +322,9 @@ impl OpKind {
             Store { index, value, .. } | Scatter { index, value, .. } | FetchAdd { index, value, .. } => {
                 index.iter().copied().chain([*value]).collect()
             }
+            Atomic {
+                index, value, compare, ..
+            } => index.iter().copied().chain([*value]).chain(*compare).collect(),
             Binary(_, a, b) => vec![*a, *b],
             Select(c, a, b) | Mma { a: c, b: a, acc: b } => vec![*c, *a, *b],
             For {
@@ -317,6 +362,15 @@ impl OpKind {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *value = f(*value);
             }
+            Atomic {
+                index, value, compare, ..
+            } => {
+                index.iter_mut().for_each(|v| *v = f(*v));
+                *value = f(*value);
+                if let Some(c) = compare {
+                    *c = f(*c);
+                }
+            }
             Binary(_, a, b) => {
                 *a = f(*a);
                 *b = f(*b);
@@ -353,7 +407,11 @@ impl OpKind {
     pub fn has_effect(&self) -> bool {
         matches!(
             self,
-            OpKind::Store { .. } | OpKind::Scatter { .. } | OpKind::Prefetch { .. } | OpKind::FetchAdd { .. }
+            OpKind::Store { .. }
+                | OpKind::Scatter { .. }
+                | OpKind::Atomic { .. }
+                | OpKind::Prefetch { .. }
+                | OpKind::FetchAdd { .. }
         )
     }
 

@@ -139,6 +139,16 @@ fn sweep(ops: &mut Vec<Op>, used: &HashSet<ValueId>) -> bool {
             changed |= sweep(b, used);
         }
     }
+    // An atomic whose old values nobody reads gives none (it lowers to `red`).
+    for op in ops.iter_mut() {
+        if matches!(op.kind, OpKind::Atomic { .. })
+            && !op.results.is_empty()
+            && !op.results.iter().any(|r| used.contains(r))
+        {
+            op.results.clear();
+            changed = true;
+        }
+    }
     let before = ops.len();
     ops.retain(|op| {
         let any_used = op.results.iter().any(|r| used.contains(r));

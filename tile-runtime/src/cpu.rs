@@ -106,13 +106,51 @@ pub fn scatter<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &
 }
 
 /// Combines `value[e]` into `t[index[0][e], ..]` with `f` where in bounds,
-/// in element order: an atomic scatter (`atomic_add`, ..) run sequentially.
-pub fn scatter_combine<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &Tile<T>, f: fn(T, T) -> T) {
-    for e in 0..value.data.len() {
-        let g: Vec<i64> = index.iter().map(|i| i.data[e] as i64).collect();
-        if let Some(old) = t.checked(&g) {
-            t.checked_set(&g, f(old, value.data[e]));
+/// in element order, and gives each element's value before (zero out of
+/// bounds): a tile atomic (`atomic_add`, ..) run sequentially.
+pub fn atomic<T: Element>(t: &mut HostTensor<T>, index: &[&Tile<i32>], value: &Tile<T>, f: fn(T, T) -> T) -> Tile<T> {
+    update(t, index, &value.shape, |e, old| f(old, value.data[e]))
+}
+
+/// `atomic_cas` run sequentially: `value[e]` replaces the element where it
+/// holds `compare[e]`'s bits, in element order; each element's value
+/// before (zero out of bounds).
+pub fn atomic_cas<T: Element + ops::SameBits>(
+    t: &mut HostTensor<T>,
+    index: &[&Tile<i32>],
+    compare: &Tile<T>,
+    value: &Tile<T>,
+) -> Tile<T> {
+    update(t, index, &value.shape, |e, old| {
+        if old.same_bits(compare.data[e]) {
+            value.data[e]
+        } else {
+            old
         }
+    })
+}
+
+/// Replaces each element the index tiles (of `shape`) name, in element
+/// order, with `f(e, old)` where in bounds; the old values (zero out of
+/// bounds).
+fn update<T: Element>(
+    t: &mut HostTensor<T>,
+    index: &[&Tile<i32>],
+    shape: &[usize],
+    mut f: impl FnMut(usize, T) -> T,
+) -> Tile<T> {
+    let data = (0..shape.iter().product())
+        .map(|e| {
+            let g: Vec<i64> = index.iter().map(|i| i.data[e] as i64).collect();
+            let old = t.checked(&g)?;
+            t.checked_set(&g, f(e, old));
+            Some(old)
+        })
+        .map(Option::unwrap_or_default)
+        .collect();
+    Tile {
+        shape: shape.to_vec(),
+        data,
     }
 }
 
@@ -415,6 +453,20 @@ pub fn sort<T: ops::Scalar>(a: &Tile<T>, axis: usize, descending: bool) -> Tile<
     }
 }
 
+/// The first `len` positions along `axis` (all of `a` when `len` is its length).
+pub fn head<T: Copy>(a: &Tile<T>, axis: usize, len: usize) -> Tile<T> {
+    let mut shape = a.shape.clone();
+    shape[axis] = len;
+    let inner: usize = a.shape[axis + 1..].iter().product();
+    let data = a
+        .data
+        .chunks(a.shape[axis] * inner)
+        .flat_map(|outer| &outer[..len * inner])
+        .copied()
+        .collect();
+    Tile { shape, data }
+}
+
 /// Index of the largest (`max`) or smallest element along `axis`; ties go to
 /// the lowest index.
 pub fn arg_reduce<T: ops::Scalar>(a: &Tile<T>, axis: usize, max: bool) -> Tile<i32> {
@@ -699,6 +751,37 @@ pub mod ops {
     #[inline]
     pub fn shr<T: Int>(a: T, b: T) -> T {
         a.shr(b)
+    }
+
+    /// `b`: what `atomic_exch` leaves in the element.
+    #[inline]
+    pub fn replace<T>(_old: T, b: T) -> T {
+        b
+    }
+
+    /// Equality of the bits, as a compare-and-swap compares: `-0.0` is not
+    /// `0.0`, and a NaN equals a NaN of the same bits.
+    pub trait SameBits: Copy {
+        /// Whether `self` and `o` have the same bits.
+        fn same_bits(self, o: Self) -> bool;
+    }
+    impl SameBits for f32 {
+        #[inline]
+        fn same_bits(self, o: Self) -> bool {
+            self.to_bits() == o.to_bits()
+        }
+    }
+    impl SameBits for i32 {
+        #[inline]
+        fn same_bits(self, o: Self) -> bool {
+            self == o
+        }
+    }
+    impl SameBits for u32 {
+        #[inline]
+        fn same_bits(self, o: Self) -> bool {
+            self == o
+        }
     }
 
     /// Bitwise (integers) and logical (bool) operations.

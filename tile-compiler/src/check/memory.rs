@@ -131,37 +131,12 @@ impl<'k> Checker<'k> {
         Ok((p, dtype))
     }
 
-    /// `y.scatter(index, values)`, or with `atomic` `y.atomic_add(..)`,
-    /// `atomic_max`, `atomic_min`.
-    pub(super) fn scatter(&mut self, t: usize, args: &[Expr], atomic: Option<AtomicOp>, span: Span) -> Result<Val> {
-        let name = match atomic {
-            None => "scatter",
-            Some(AtomicOp::Add) => "atomic_add",
-            Some(AtomicOp::Max) => "atomic_max",
-            Some(AtomicOp::Min) => "atomic_min",
-        };
-        Self::arg_count(args, 2, name, &format!("y.{name}([rows, cols], values)"), span)?;
-        let (p, dtype) = self.writable(t, name, span)?;
-        match atomic {
-            Some(AtomicOp::Max | AtomicOp::Min) if !dtype.is_int() => bail!(
-                span,
-                "`{name}` takes i32 or u32 tensors: the GPU has no atomic {} of floats (`{}` holds {dtype})",
-                &name[7..],
-                p.name
-            ),
-            _ => {}
-        }
-        let v = self.expr(&args[1])?;
-        let value = self.concrete(v, Some(dtype), args[1].span())?;
-        if self.ty(value).dtype != dtype {
-            bail!(
-                args[1].span(),
-                "the values are {} but `{}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
-                self.ty(value).dtype,
-                p.name
-            );
-        }
-        let (index, shape) = self.element_indices(&args[0], Some(value), name)?;
+    /// `y.scatter(index, values)`.
+    pub(super) fn scatter(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 2, "scatter", "y.scatter([rows, cols], values)", span)?;
+        let (p, dtype) = self.writable(t, "scatter", span)?;
+        let value = self.element_value(&args[1], dtype, &p.name)?;
+        let (index, shape) = self.element_indices(&args[0], Some(value), "scatter")?;
         self.use_rank(t, index.len(), span)?;
         let value = self.broadcast_to(value, &shape, span)?;
         self.push(
@@ -169,12 +144,121 @@ impl<'k> Checker<'k> {
                 tensor: t,
                 index,
                 value,
-                atomic,
             },
             None,
             span,
         );
         Ok(Val::Unit)
+    }
+
+    /// `y.atomic_add(index, values)` and the other tile atomics, with
+    /// `atomic_cas`'s expected tile before the values and an optional
+    /// `Ordering::..` last: the elements' old values, a tile.
+    pub(super) fn atomic(&mut self, t: usize, args: &[Expr], op: AtomicOp, span: Span) -> Result<Val> {
+        let (name, operands) = match op {
+            AtomicOp::Add => ("atomic_add", 2),
+            AtomicOp::Max => ("atomic_max", 2),
+            AtomicOp::Min => ("atomic_min", 2),
+            AtomicOp::Exch => ("atomic_exch", 2),
+            AtomicOp::Cas => ("atomic_cas", 3),
+        };
+        let usage = if op == AtomicOp::Cas {
+            format!("y.{name}([rows, cols], expected, values)")
+        } else {
+            format!("y.{name}([rows, cols], values)")
+        };
+        let order = match args.len() {
+            n if n == operands => MemOrder::Relaxed,
+            n if n == operands + 1 => Self::ordering(&args[operands])?,
+            _ => bail!(
+                span,
+                "`{name}` takes {operands} arguments, and a memory ordering after them if asked, found {}: write `{usage}` or `{}, Ordering::Release)`",
+                args.len(),
+                usage.trim_end_matches(')')
+            ),
+        };
+        let (p, dtype) = self.writable(t, name, span)?;
+        let allowed = match op {
+            AtomicOp::Add => dtype != DType::Bool,
+            AtomicOp::Max | AtomicOp::Min => dtype.is_int(),
+            AtomicOp::Exch | AtomicOp::Cas => dtype.bytes() == 4,
+        };
+        if !allowed {
+            let rule = match op {
+                AtomicOp::Add => "adds f32, f16, bf16, i32 or u32 elements",
+                AtomicOp::Max | AtomicOp::Min => "takes i32 or u32 tensors: the GPU has no atomic max or min of floats",
+                AtomicOp::Exch | AtomicOp::Cas => "swaps 32-bit elements (f32, i32, u32): the GPU has no 16-bit form",
+            };
+            bail!(span, "`{name}` {rule} (`{}` holds {dtype})", p.name);
+        }
+        let mut value = self.element_value(&args[operands - 1], dtype, &p.name)?;
+        let compare = if op == AtomicOp::Cas {
+            let c = self.element_value(&args[1], dtype, &p.name)?;
+            if let (Some(a), Some(b)) = (self.ty(c).shape.clone(), self.ty(value).shape.clone()) {
+                let joint = Self::broadcast_shapes(&a, &b, span)?;
+                value = self.broadcast_to(value, &joint, span)?;
+            } else if let Some(a) = self.ty(c).shape.clone() {
+                value = self.broadcast_to(value, &a, span)?;
+            }
+            Some(c)
+        } else {
+            None
+        };
+        let (index, shape) = self.element_indices(&args[0], Some(value), name)?;
+        self.use_rank(t, index.len(), span)?;
+        let value = self.broadcast_to(value, &shape, span)?;
+        let compare = compare.map(|c| self.broadcast_to(c, &shape, span)).transpose()?;
+        Ok(Val::Value(self.push(
+            OpKind::Atomic {
+                tensor: t,
+                index,
+                value,
+                compare,
+                op,
+                order,
+            },
+            Some(Ty::tile(dtype, shape)),
+            span,
+        )))
+    }
+
+    /// The tile or scalar a scatter or an atomic writes into a tensor of
+    /// `dtype` named `name`.
+    fn element_value(&mut self, e: &Expr, dtype: DType, name: &proc_macro2::Ident) -> Result<ValueId> {
+        let v = self.expr(e)?;
+        let value = self.concrete(v, Some(dtype), e.span())?;
+        if self.ty(value).dtype != dtype {
+            bail!(
+                e.span(),
+                "the values are {} but `{name}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
+                self.ty(value).dtype
+            );
+        }
+        Ok(value)
+    }
+
+    /// A memory ordering, written as Rust's: `Ordering::Relaxed`,
+    /// `Acquire`, `Release` or `AcqRel`.
+    fn ordering(e: &Expr) -> Result<MemOrder> {
+        let rule = "a tile atomic's memory ordering is `Ordering::Relaxed` (the default), `Ordering::Acquire`, `Ordering::Release` or `Ordering::AcqRel`";
+        let Expr::Path(segs, span) = e else {
+            bail!(e.span(), "{rule}");
+        };
+        let names: Vec<String> = segs.iter().map(|s| s.to_string()).collect();
+        if names.len() < 2 || names[names.len() - 2] != "Ordering" {
+            bail!(*span, "{rule}");
+        }
+        Ok(match names[names.len() - 1].as_str() {
+            "Relaxed" => MemOrder::Relaxed,
+            "Acquire" => MemOrder::Acquire,
+            "Release" => MemOrder::Release,
+            "AcqRel" => MemOrder::AcqRel,
+            "SeqCst" => bail!(
+                *span,
+                "`SeqCst` is not offered: a tile atomic orders the block's accesses around it with `Ordering::Acquire`, `Release` or `AcqRel`"
+            ),
+            _ => bail!(*span, "{rule}"),
+        })
     }
 
     /// `n.fetch_add([i, j], v)`: the block adds the scalar `v` to one

@@ -44,10 +44,12 @@ impl Checker<'_> {
             return match name.as_str() {
                 "load" => self.load(t, args, None, span),
                 "gather" => self.gather(t, args, None, span),
-                "scatter" => self.scatter(t, args, None, span),
-                "atomic_add" => self.scatter(t, args, Some(AtomicOp::Add), span),
-                "atomic_max" => self.scatter(t, args, Some(AtomicOp::Max), span),
-                "atomic_min" => self.scatter(t, args, Some(AtomicOp::Min), span),
+                "scatter" => self.scatter(t, args, span),
+                "atomic_add" => self.atomic(t, args, AtomicOp::Add, span),
+                "atomic_max" => self.atomic(t, args, AtomicOp::Max, span),
+                "atomic_min" => self.atomic(t, args, AtomicOp::Min, span),
+                "atomic_exch" => self.atomic(t, args, AtomicOp::Exch, span),
+                "atomic_cas" => self.atomic(t, args, AtomicOp::Cas, span),
                 "fetch_add" => self.fetch_add(t, args, span),
                 "store" => self.store(t, args, span),
                 "prefetch" => self.prefetch(t, args, span),
@@ -80,7 +82,7 @@ impl Checker<'_> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, fetch_add, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, atomic_max, atomic_min, atomic_exch, atomic_cas, fetch_add, get and shape"
                 ),
             };
         }
@@ -157,25 +159,46 @@ impl Checker<'_> {
                     span,
                 )))
             }
-            "sort" | "sort_desc" | "argsort" | "argsort_desc" => {
-                Self::arg_count(args, 1, &name, &format!("t.{name}(axis)"), span)?;
+            "sort" | "sort_desc" | "argsort" | "argsort_desc" | "topk" | "argtopk" => {
+                let top = name.ends_with("topk");
+                if top {
+                    Self::arg_count(args, 2, &name, &format!("t.{name}(axis, k)"), span)?;
+                } else {
+                    Self::arg_count(args, 1, &name, &format!("t.{name}(axis)"), span)?;
+                }
                 let id = self.concrete(rv, None, recv.span())?;
                 let ty = self.ty(id).clone();
                 let Some(shape) = ty.shape.clone() else {
-                    bail!(span, "`.{name}(axis)` sorts a tile, but this is a {ty} scalar");
+                    bail!(span, "`.{name}` sorts a tile, but this is a {ty} scalar");
                 };
                 let axis = self.axis(&args[0], shape.len())?;
                 if ty.dtype == DType::Bool {
                     bail!(span, "sorts take numbers, not bools: cast first");
                 }
+                let keep = if top {
+                    let k = self.const_int(&args[1], "`k`, how many elements `topk` keeps")?;
+                    let n = shape[axis];
+                    if k < 1 || k as usize > n || !(k as usize).is_power_of_two() {
+                        bail!(
+                            args[1].span(),
+                            "`{name}` keeps a power of two from 1 to the axis's {n} elements, not {k}: for another count, take the next power of two and mask the rest (`arange(K) < k`)"
+                        );
+                    }
+                    k as usize
+                } else {
+                    shape[axis]
+                };
                 let indices = name.starts_with("arg");
-                let rty = if indices { Ty::tile(DType::I32, shape) } else { ty };
+                let mut rshape = shape;
+                rshape[axis] = keep;
+                let rty = Ty::tile(if indices { DType::I32 } else { ty.dtype }, rshape);
                 Ok(Val::Value(self.push(
                     OpKind::Sort {
                         arg: id,
                         axis,
-                        descending: name.ends_with("_desc"),
+                        descending: top || name.ends_with("_desc"),
                         indices,
+                        keep,
                     },
                     Some(rty),
                     span,
@@ -301,7 +324,7 @@ impl Checker<'_> {
                 )))
             }
             "load" | "store" | "prefetch" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min"
-            | "fetch_add" | "get" | "shape" => {
+            | "atomic_exch" | "atomic_cas" | "fetch_add" | "get" | "shape" => {
                 bail!(
                     recv.span(),
                     "`.{name}` is a tensor method, but this is a tile or scalar"
@@ -309,7 +332,7 @@ impl Checker<'_> {
             }
             _ => bail!(
                 method.span(),
-                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), cast, bitcast, reshape, expand_dims, broadcast_to, transpose and permute"
+                "unknown method `{name}`: tiles have sum, max, min, argmax, argmin, cumsum, cumprod, cummax, cummin (and their `_rev` forms), sort, argsort (and their `_desc` forms), topk, argtopk, cast, bitcast, reshape, expand_dims, broadcast_to, transpose and permute"
             ),
         }
     }

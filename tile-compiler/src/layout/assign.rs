@@ -294,6 +294,22 @@ impl Pass<'_> {
                     *i = self.materialize(*i, &l, out, span);
                 }
             }
+            // The old values come back in the values' layout.
+            OpKind::Atomic {
+                index, value, compare, ..
+            } => {
+                let l = self.natural(*value);
+                *value = self.materialize(*value, &l, out, span);
+                if let Some(c) = compare {
+                    *c = self.materialize(*c, &l, out, span);
+                }
+                for i in index.iter_mut() {
+                    *i = self.materialize(*i, &l, out, span);
+                }
+                if let Some(r) = result {
+                    self.layouts.insert(r, l);
+                }
+            }
             OpKind::Unary(_, _) | OpKind::Binary(..) | OpKind::Select(..) | OpKind::Cast(_) if result_is_tile => {
                 let operands = op.kind.operands();
                 let anchor = operands
@@ -363,7 +379,9 @@ impl Pass<'_> {
                 // warps that would split the axis hold copies of it instead.
                 let l = self.natural(*arg).within_warps(*axis);
                 *arg = self.materialize(*arg, &l, out, span);
-                self.layouts.insert(result.expect("result"), l);
+                let r = result.expect("result");
+                let len = self.values[r].shape.as_ref().expect("tile")[*axis];
+                self.layouts.insert(r, l.head(*axis, len));
             }
             OpKind::Reshape(arg) => {
                 let l = self.natural(*arg);

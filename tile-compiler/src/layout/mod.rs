@@ -312,6 +312,21 @@ impl Layout {
         }
     }
 
+    /// The first `len` positions (a power of two) along `axis`: the axis's
+    /// bits from `len` up disappear, registers dropped, lanes and warps
+    /// left holding copies.
+    pub fn head(&self, axis: usize, len: usize) -> Layout {
+        let gone = |b: &Bit| b.0 == axis && 1usize << b.1 >= len;
+        let mut shape = self.shape.clone();
+        shape[axis] = len;
+        Layout {
+            shape,
+            reg: self.reg.iter().copied().filter(|b| !gone(b)).collect(),
+            lane: self.lane.iter().map(|b| b.filter(|b| !gone(b))).collect(),
+            warp: self.warp.iter().map(|b| b.filter(|b| !gone(b))).collect(),
+        }
+    }
+
     /// The same elements seen as another row-major shape: a relabeling of bits.
     pub fn reshape(&self, to: &[usize]) -> Layout {
         let from_bits = row_major_bits(&self.shape);

@@ -72,15 +72,18 @@ impl Lower<'_> {
                 self.prefetch(*tensor, index, shape);
                 vec![]
             }
-            OpKind::Scatter {
+            OpKind::Scatter { tensor, index, value } => {
+                self.scatter(*tensor, index, *value);
+                vec![]
+            }
+            OpKind::Atomic {
                 tensor,
                 index,
                 value,
-                atomic,
-            } => {
-                self.scatter(*tensor, index, *value, *atomic);
-                vec![]
-            }
+                compare,
+                op,
+                order,
+            } => self.atomic((*tensor, index, *value, *compare), (*op, *order), r),
             OpKind::Unary(UnaryOp::Bitcast, a) => {
                 let to = self.dtype(r.expect("result"));
                 self.regs_of(*a).iter().map(|x| self.bitcast(to, x)).collect()
@@ -115,7 +118,8 @@ impl Lower<'_> {
                 axis,
                 descending,
                 indices,
-            } => self.sort(*arg, *axis, *descending, *indices),
+                keep,
+            } => self.sort(*arg, *axis, (*descending, *indices), *keep),
             OpKind::Reshape(a) | OpKind::Permute { arg: a, .. } => self.regs_of(*a),
             OpKind::Broadcast(a) => self.broadcast(*a, r.expect("result")),
             OpKind::Mma { a, b, acc } => match self.path {

@@ -142,36 +142,127 @@ impl Lower<'_> {
     }
 
     /// Writes each element of `value` to its index (one thread per element:
-    /// copies in a replicated layout write once), or with `atomic` combines
-    /// it with a relaxed, GPU-scoped `red`.
-    pub(super) fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId, atomic: Option<AtomicOp>) {
+    /// copies in a replicated layout write once).
+    pub(super) fn scatter(&mut self, t: usize, index: &[ValueId], value: ValueId) {
         let dtype = self.func.tensor(t).dtype;
+        let instr = if dtype.is_half() {
+            "st.global.b16".to_string()
+        } else {
+            format!("st.global.{}", arith_type(dtype))
+        };
         let owner = self.owner_pred(self.layout(value).replicated_mask());
         let vals = self.regs_of(value);
         let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
-        let instr = match atomic {
-            None if dtype.is_half() => "st.global.b16".to_string(),
-            None => format!("st.global.{}", arith_type(dtype)),
-            // 16-bit float adds without flushing subnormals (`.noftz`).
-            Some(AtomicOp::Add) if dtype.is_half() => format!("red.relaxed.gpu.global.add.noftz.{}", arith_type(dtype)),
-            Some(op) => {
-                let op = match op {
-                    AtomicOp::Add => "add",
-                    AtomicOp::Max => "max",
-                    AtomicOp::Min => "min",
-                };
-                format!("red.relaxed.gpu.global.{op}.{}", arith_type(dtype))
-            }
-        };
         for (e, v) in vals.iter().enumerate() {
-            let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
-            let (a, mut pred) = self.element_address(t, &coords);
-            if let Some(o) = &owner {
+            let (a, pred) = self.owned_address(t, &idx, e, owner.as_deref());
+            self.emit(format!("@{pred} {instr} [{a}], {v};"));
+        }
+    }
+
+    /// A tile atomic. Each element's owner (copies in a replicated layout
+    /// combine once) combines it at GPU scope: with `red` where nobody
+    /// reads the old values and nothing is acquired, else with `atom`, whose
+    /// old values the owners hand to the copies through the scratch area.
+    /// The ordering holds for the block: a barrier before a release (the
+    /// block's accesses are done before it), one after an acquire (the
+    /// block's accesses after it follow it).
+    pub(super) fn atomic(
+        &mut self,
+        (t, index, value, compare): (usize, &[ValueId], ValueId, Option<ValueId>),
+        (op, order): (AtomicOp, MemOrder),
+        result: Option<ValueId>,
+    ) -> Vec<String> {
+        let dtype = self.func.tensor(t).dtype;
+        let layout = self.layout(value);
+        let mask = layout.replicated_mask();
+        let owner = self.owner_pred(mask);
+        let vals = self.regs_of(value);
+        let cmps = compare.map(|c| self.regs_of(c));
+        let idx: Vec<Vec<String>> = index.iter().map(|i| self.regs_of(*i)).collect();
+        let fetch = result.is_some() || order.acquires() || matches!(op, AtomicOp::Exch | AtomicOp::Cas);
+        let sem = match order {
+            MemOrder::Relaxed => "relaxed",
+            MemOrder::Acquire => "acquire",
+            MemOrder::Release => "release",
+            MemOrder::AcqRel => "acq_rel",
+        };
+        let name = match op {
+            AtomicOp::Add => "add",
+            AtomicOp::Max => "max",
+            AtomicOp::Min => "min",
+            AtomicOp::Exch => "exch",
+            AtomicOp::Cas => "cas",
+        };
+        let ty = match op {
+            AtomicOp::Exch | AtomicOp::Cas => "b32".to_string(),
+            // 16-bit floats add without flushing subnormals.
+            AtomicOp::Add if dtype.is_half() => format!("noftz.{}", arith_type(dtype)),
+            _ => arith_type(dtype).to_string(),
+        };
+        let instr = format!("{}.{sem}.gpu.global.{name}.{ty}", if fetch { "atom" } else { "red" });
+        if order.releases() {
+            self.barrier();
+        }
+        let class = RegClass::of(dtype);
+        let zero = self.constant(ConstVal::Int(0), dtype);
+        let mut olds = Vec::new();
+        for (e, v) in vals.iter().enumerate() {
+            let (a, pred) = self.owned_address(t, &idx, e, owner.as_deref());
+            if !fetch {
+                self.emit(format!("@{pred} {instr} [{a}], {v};"));
+                continue;
+            }
+            let old = self.copy(class, &zero);
+            match &cmps {
+                Some(c) => self.emit(format!("@{pred} {instr} {old}, [{a}], {}, {v};", c[e])),
+                None => self.emit(format!("@{pred} {instr} {old}, [{a}], {v};")),
+            }
+            olds.push(old);
+        }
+        if result.is_none() {
+            if order.acquires() {
+                self.barrier();
+            }
+            return vec![];
+        }
+        if mask == 0 {
+            if order.acquires() {
+                self.barrier();
+            }
+            return olds;
+        }
+        // The copies of each element take the owner's old value.
+        let eb = dtype.bytes();
+        let base = self.smem_base(layout, eb);
+        let guard = owner.map(|p| format!("@{p} ")).unwrap_or_default();
+        self.barrier();
+        for (e, old) in olds.iter().enumerate() {
+            let imm = flat(&layout.reg_coord(e), &layout.shape) * eb;
+            self.emit(format!("{guard}st.shared.b{} {}, {old};", eb * 8, addr(&base, imm)));
+        }
+        self.barrier();
+        (0..olds.len())
+            .map(|e| {
+                let imm = flat(&layout.reg_coord(e), &layout.shape) * eb;
+                let r = self.reg(class);
+                self.emit(format!("ld.shared.b{} {r}, {};", eb * 8, addr(&base, imm)));
+                r
+            })
+            .collect()
+    }
+
+    /// The address of element `e` of the index tiles `idx` in tensor `t`,
+    /// and the predicate that it is in bounds and this thread owns it.
+    fn owned_address(&mut self, t: usize, idx: &[Vec<String>], e: usize, owner: Option<&str>) -> (String, String) {
+        let coords: Vec<String> = idx.iter().map(|i| i[e].clone()).collect();
+        let (a, pred) = self.element_address(t, &coords);
+        match owner {
+            None => (a, pred),
+            Some(o) => {
                 let n = self.reg(RegClass::Pred);
                 self.emit(format!("and.pred {n}, {pred}, {o};"));
-                pred = n;
+                (a, n)
             }
-            self.emit(format!("@{pred} {instr} [{a}], {v};"));
         }
     }
 

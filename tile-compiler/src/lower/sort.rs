@@ -18,7 +18,13 @@ enum Direction {
 }
 
 impl Lower<'_> {
-    pub(super) fn sort(&mut self, arg: ValueId, axis: usize, descending: bool, indices: bool) -> Vec<String> {
+    pub(super) fn sort(
+        &mut self,
+        arg: ValueId,
+        axis: usize,
+        (descending, indices): (bool, bool),
+        keep: usize,
+    ) -> Vec<String> {
         let la = self.layout(arg);
         let dtype = self.dtype(arg);
         // 16-bit floats compare as f32.
@@ -67,13 +73,52 @@ impl Lower<'_> {
                 }
             }
         }
-        if indices {
-            pos
-        } else if dtype == key {
-            vals
+        let (out, class) = if indices {
+            (pos, RegClass::B32)
         } else {
-            vals.iter().map(|r| self.cast(key, dtype, r)).collect()
+            (vals, RegClass::of(key))
+        };
+        let out = self.head(axis, keep, out, class, arg);
+        if indices || dtype == key {
+            out
+        } else {
+            out.iter().map(|r| self.cast(key, dtype, r)).collect()
         }
+    }
+
+    /// The registers of the first `keep` positions along `axis` of `regs`
+    /// (in `arg`'s layout, the axis within warps), in that layout's
+    /// [`head`](crate::layout::Layout::head): the registers holding them,
+    /// and in lanes that held later positions, the values of the lane that
+    /// holds the copy's elements.
+    fn head(&mut self, axis: usize, keep: usize, regs: Vec<String>, class: RegClass, arg: ValueId) -> Vec<String> {
+        let la = self.layout(arg);
+        if keep == la.shape[axis] {
+            return regs;
+        }
+        let lr = la.head(axis, keep);
+        let at = la.reg_index();
+        let kept: Vec<String> = (0..lr.num_regs()).map(|q| regs[at[&lr.reg_coord(q)]].clone()).collect();
+        let gone = |b: &Option<(usize, u32)>| matches!(b, Some((d, bit)) if *d == axis && 1usize << bit >= keep);
+        let mask: u32 = la
+            .lane
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| gone(b))
+            .map(|(i, _)| 1 << i)
+            .sum();
+        if mask == 0 {
+            return kept;
+        }
+        let src = self.reg(RegClass::B32);
+        self.emit(format!("and.b32 {src}, {}, {};", self.tid, 31 & !mask));
+        kept.iter()
+            .map(|v| {
+                let d = self.reg(class);
+                self.emit(format!("shfl.sync.idx.b32 {d}, {v}, {src}, 31, -1;"));
+                d
+            })
+            .collect()
     }
 
     /// `c` flipped where `bit` is set.

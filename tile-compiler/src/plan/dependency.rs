@@ -23,6 +23,7 @@ fn touches_memory(op: &Op) -> bool {
         | OpKind::Gather { .. }
         | OpKind::Store { .. }
         | OpKind::Scatter { .. }
+        | OpKind::Atomic { .. }
         | OpKind::FetchAdd { .. } => true,
         k => k.bodies().iter().any(|b| b.iter().any(touches_memory)),
     }

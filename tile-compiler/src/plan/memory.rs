@@ -341,6 +341,11 @@ impl Footprint {
             }
             // The old value, handed from the first thread to the block.
             OpKind::FetchAdd { .. } => self.scratch_use(4),
+            // Old values handed from each element's owner to its copies.
+            OpKind::Atomic { value, .. } if !op.results.is_empty() && cx.layout(*value).replicated_mask() != 0 => {
+                let l = cx.layout(*value);
+                self.scratch_use(l.shape.iter().product::<usize>() * cx.func.values[*value].dtype.bytes());
+            }
             OpKind::Store { tensor, value, .. } => {
                 if let Some(store) = TmaStore::of(cx, *tensor, *value, self.specialization.is_some()) {
                     self.scratch_use(store.rows * store.line);
