@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use tile::{Cpu, HostTensor, bf16};
-use tile_kernels::{argmax, attention, elementwise, embedding, linear, norm, scan, softmax};
+use tile_kernels::{argmax, attention, elementwise, embedding, linear, norm, scan, softmax, topk};
 
 const SHAPES: [(usize, usize); 6] = [(1, 1), (1, 1000), (3, 700), (4, 768), (2, 1024), (5, 33)];
 
@@ -649,4 +649,50 @@ fn gumbel_max_samples_the_kept_softmax_and_splits_by_columns() {
     assert_eq!(sum, rounded::<f32>(&x).iter().map(|&v| v as f32).collect::<Vec<_>>());
     let distinct: std::collections::HashSet<i32> = whole.1.iter().copied().collect();
     assert!(distinct.len() > 20, "64 rows drew only {} tokens", distinct.len());
+}
+
+#[test]
+fn topk_keeps_each_rows_largest_in_order() {
+    let mut rng = Rng::new(19);
+    for ((rows, cols), k) in [((3, 5000), 50), ((2, 700), 64), ((1, 1), 1)] {
+        let x: Vec<f64> = (0..rows * cols).map(|_| rng.below(300) as f64 - 150.0).collect();
+        let want = topk_ref(&x, cols, k);
+        let xh = host::<f32>(&x, &[rows, cols]);
+        let mut scratch = topk::TopkScratch::new(&Cpu, rows, cols).unwrap();
+        let (mut v, mut c) = (
+            HostTensor::<f32>::zeros(&[rows, k]),
+            HostTensor::<i32>::zeros(&[rows, k]),
+        );
+        topk::run(&Cpu, &xh, &mut scratch, &mut v, &mut c).unwrap();
+        for (r, order) in want.iter().enumerate() {
+            let cols_got: Vec<usize> = c.to_vec()[r * k..(r + 1) * k].iter().map(|&i| i as usize).collect();
+            assert_eq!(&cols_got, order, "topk {rows}x{cols} k {k} row {r}");
+            let vals: Vec<f64> = order.iter().map(|&i| x[r * cols + i]).collect();
+            assert_eq!(&values(&v)[r * k..(r + 1) * k], &vals[..]);
+        }
+    }
+    // What `run` refuses: no columns kept, more than 64, more than the row
+    // holds, and scratch made for another shape.
+    let x = HostTensor::<f32>::zeros(&[2, 100]);
+    let mut scratch = topk::TopkScratch::new(&Cpu, 2, 100).unwrap();
+    let mut c = HostTensor::<i32>::zeros(&[2, 50]);
+    for k in [0, 65] {
+        let mut v = HostTensor::<f32>::zeros(&[2, k]);
+        let mut ck = HostTensor::<i32>::zeros(&[2, k]);
+        assert!(matches!(
+            topk::run(&Cpu, &x, &mut scratch, &mut v, &mut ck),
+            Err(tile::Error::Shape(_))
+        ));
+    }
+    let short = HostTensor::<f32>::zeros(&[2, 10]);
+    let mut v = HostTensor::<f32>::zeros(&[2, 50]);
+    assert!(matches!(
+        topk::run(&Cpu, &short, &mut scratch, &mut v, &mut c),
+        Err(tile::Error::Shape(_))
+    ));
+    let mut other = topk::TopkScratch::new(&Cpu, 2, 5000).unwrap();
+    assert!(matches!(
+        topk::run(&Cpu, &x, &mut other, &mut v, &mut c),
+        Err(tile::Error::Shape(_))
+    ));
 }

@@ -12,7 +12,7 @@ use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax};
+use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax, topk};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -122,6 +122,66 @@ fn argmax_matches_f64_reference(d: Arc<Device>) {
         argmax_case::<bf16>(&s, &mut rng, rows, cols, 3);
         argmax_case::<f16>(&s, &mut rng, rows, cols, 0);
     }
+}
+
+/// Each row's `k` largest and their columns, on the GPU and the CPU
+/// backend against f64, exactly: many ties, a NaN in some rows.
+fn topk_case<T: Num>(s: &Stream, rng: &mut Rng, (rows, cols): (usize, usize), k: usize) {
+    let mut x: Vec<f64> = (0..rows * cols)
+        .map(|_| (rng.below(4000) as f64 - 2000.0) / 64.0)
+        .collect();
+    if cols > 7 {
+        x[cols / 3] = f64::NAN;
+    }
+    let xh = HostTensor::from_vec(x.iter().map(|&v| T::of(v)).collect(), &[rows, cols]).unwrap();
+    let xr = rounded::<T>(&x);
+    let want = topk_ref(&xr, cols, k);
+    let what = format!("topk {} {rows}x{cols} k {k}", T::DTYPE);
+    let check = |who: &str, v: Vec<f64>, c: Vec<i32>| {
+        for (r, order) in want.iter().enumerate() {
+            for (j, &col) in order.iter().enumerate() {
+                let (got, w) = (v[r * k + j], xr[r * cols + col]);
+                assert!(
+                    got == w || (got.is_nan() && w.is_nan()),
+                    "{what} {who}: row {r} rank {j}: {got} against {w}"
+                );
+                assert_eq!(c[r * k + j], col as i32, "{what} {who}: row {r} rank {j}");
+            }
+        }
+    };
+    let mut scratch = topk::TopkScratch::new(s, rows, cols).unwrap();
+    let (mut vd, mut cd) = (s.zeros::<T>(&[rows, k]).unwrap(), s.zeros::<i32>(&[rows, k]).unwrap());
+    let xd = s.upload(&xh).unwrap();
+    // Twice with one scratch.
+    for _ in 0..2 {
+        topk::run(s, &xd, &mut scratch, &mut vd, &mut cd).unwrap();
+        check(
+            "GPU",
+            values(&s.download(&vd).unwrap()),
+            s.download(&cd).unwrap().to_vec(),
+        );
+    }
+    let mut scratch = topk::TopkScratch::new(&Cpu, rows, cols).unwrap();
+    let (mut v, mut c) = (HostTensor::<T>::zeros(&[rows, k]), HostTensor::<i32>::zeros(&[rows, k]));
+    topk::run(&Cpu, &xh, &mut scratch, &mut v, &mut c).unwrap();
+    check("CPU", values(&v), c.to_vec());
+}
+
+fn topk_matches_f64_reference(d: Arc<Device>) {
+    let s = d.stream();
+    let mut rng = Rng::new(18);
+    for (shape, k) in [
+        ((1, 50257), 50),
+        ((16, 50257), 50),
+        ((3, 4097), 64),
+        ((2, 1000), 1),
+        ((5, 64), 64),
+        ((1, 1), 1),
+    ] {
+        topk_case::<f32>(&s, &mut rng, shape, k);
+        topk_case::<bf16>(&s, &mut rng, shape, k);
+    }
+    topk_case::<f16>(&s, &mut rng, (2, 20000), 50);
 }
 
 /// Sampling by the Gumbel-max trick, plain and with top-k and top-p: the
@@ -1134,6 +1194,7 @@ fn main() -> ExitCode {
         Test::gpu("softmax_matches_cpu_reference", softmax_matches_cpu_reference),
         Test::gpu("cumsum_matches_cpu_reference", cumsum_matches_cpu_reference),
         Test::gpu("argmax_matches_f64_reference", argmax_matches_f64_reference),
+        Test::gpu("topk_matches_f64_reference", topk_matches_f64_reference),
         Test::gpu("gumbel_max_matches_cpu_reference", gumbel_max_matches_cpu_reference),
         Test::gpu(
             "layer_norm_and_rms_norm_match_cpu_reference",

@@ -427,3 +427,17 @@ pub fn assert_launched_on_sm90a(device: &tile::Device, entries: &[&str]) {
         assert!(launched.contains(entry), "{entry} not among {launched:?}");
     }
 }
+
+/// The columns of each row's `k` largest values of `x` (rows of `cols`),
+/// largest first: NaN above every number, ties in column order.
+pub fn topk_ref(x: &[f64], cols: usize, k: usize) -> Vec<Vec<usize>> {
+    x.chunks(cols)
+        .map(|row| {
+            let key = |c: usize| (row[c].is_nan(), if row[c].is_nan() { 0.0 } else { row[c] });
+            let mut order: Vec<usize> = (0..cols).collect();
+            order.sort_by(|&a, &b| key(b).partial_cmp(&key(a)).unwrap().then(a.cmp(&b)));
+            order.truncate(k);
+            order
+        })
+        .collect()
+}

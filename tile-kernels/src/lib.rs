@@ -23,3 +23,4 @@ pub mod norm;
 pub mod scan;
 mod shapes;
 pub mod softmax;
+pub mod topk;

@@ -69,6 +69,10 @@ pub(super) struct Lower<'a> {
     /// halves: packing the same halves again ([`Lower::packed_word`]) is
     /// the word itself. Nothing writes a word or its halves after the split.
     pub(super) split_words: HashMap<(String, String), String>,
+    /// Sort networks emitted in the op list being lowered, by argument,
+    /// axis, direction and kept length: their values and positions, so
+    /// that `topk` and `argtopk` of one tile share one network.
+    pub(super) networks: HashMap<(ValueId, usize, bool, usize), SortLines>,
 }
 
 pub(super) fn mov_type(class: RegClass) -> &'static str {
@@ -476,10 +480,13 @@ impl<'a> Lower<'a> {
 
     // ---- ops ------------------------------------------------------------------
 
+    /// Lowers an op list; what its ops share (sort networks) stays in it.
     pub(super) fn ops(&mut self, ops: &[Op]) {
+        let outer = std::mem::take(&mut self.networks);
         for op in ops {
             self.op(op);
         }
+        self.networks = outer;
     }
 
     pub(super) fn regs_of(&self, v: ValueId) -> Vec<String> {

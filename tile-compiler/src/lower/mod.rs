@@ -102,6 +102,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         interleaved: HashSet::new(),
         vector_accessed: BTreeSet::new(),
         split_words: HashMap::new(),
+        networks: HashMap::new(),
     };
     let mut params = l.params(entry_name);
     if let Some(half_bytes) = plan.persistent {

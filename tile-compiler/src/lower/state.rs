@@ -1,7 +1,8 @@
 //! The lowering's state types: what the emitter holds besides registers
 //! per value (a tensor's parameter registers, a pipeline's stage
 //! registers, warp specialization's roles, a persistent block's halves, a
-//! cluster's ranks), shared by the op families that emit with them.
+//! cluster's ranks, a sort network's elements), shared by the op families
+//! that emit with them.
 
 use crate::plan::pipeline::LoopPlan;
 use crate::ptx::EntryParam;
@@ -186,4 +187,12 @@ pub(super) struct Cluster {
     pub(super) shared: Vec<String>,
     /// The multicast's destination blocks: both.
     pub(super) mask: String,
+}
+
+/// The elements of a sort network: each one's value (in the key type) and
+/// position along the axis, in the argument's registers.
+#[derive(Clone)]
+pub(super) struct SortLines {
+    pub(super) vals: Vec<String>,
+    pub(super) pos: Vec<String>,
 }
