@@ -444,7 +444,9 @@ pub fn sort<T: ops::Scalar>(a: &Tile<T>, axis: usize, descending: bool) -> Tile<
     let mut data = a.data.clone();
     lanes(&a.shape, axis, |base| {
         for k in 0..len {
-            data[base + k * stride] = a.data[base + order.data[base + k * stride] as usize * stride];
+            // As the GPU's keys give them back: `-0.0` as `0.0`, one NaN.
+            let v = a.data[base + order.data[base + k * stride] as usize * stride];
+            data[base + k * stride] = T::from_f64(v.to_f64() + 0.0);
         }
     });
     Tile {

@@ -1,16 +1,18 @@
-//! Sorts along an axis (`sort`, `argsort`): a bitonic network over the
-//! axis's coordinate bits, each compare-exchange between partners across
-//! one bit, in the thread (a register bit) or in another lane
-//! (`shfl.sync.bfly`). Every element carries its position along the axis,
-//! so the order is strict (ties: the lower position first) and `argsort`
-//! is the positions. The layout pass keeps the axis within warps.
+//! Sorts along an axis (`sort`, `argsort`, `topk`): a bitonic network over
+//! the axis's coordinate bits, each compare-exchange between partners
+//! across one bit, in the thread (a register bit) or in another lane
+//! (`shfl.sync.bfly`). Each element goes through the network as one 64-bit
+//! key: its value made to order as an unsigned integer above its position
+//! (flipped for a descending sort), so one unsigned compare orders values
+//! and breaks ties by position (the lower first), and `argsort` is the
+//! positions. The layout pass keeps the axis within warps.
 
 use super::emit::*;
 use super::state::SortLines;
 use crate::dtype::DType;
 use crate::ir::*;
 use crate::layout::Layout;
-use crate::ptx::{RegClass, arith_type};
+use crate::ptx::RegClass;
 
 /// A block's direction bit in the network: the same for every thread, or
 /// this thread's lane bit.
@@ -20,12 +22,11 @@ enum Direction {
 }
 
 /// What a sort's network compares along: the argument's layout and axis,
-/// the axis's bits, the key type and the final direction.
+/// the axis's bits and the final direction.
 struct Network<'l> {
     la: &'l Layout,
     axis: usize,
     bits: u32,
-    key: DType,
     descending: bool,
 }
 
@@ -59,6 +60,7 @@ impl Lower<'_> {
         // 16-bit floats compare as f32.
         let key = if dtype.is_half() { DType::F32 } else { dtype };
         let memo = (arg, axis, descending, keep);
+        // `topk` and `argtopk` of one tile share the network.
         let lines = match self.networks.get(&memo) {
             Some(lines) => lines.clone(),
             None => {
@@ -67,7 +69,6 @@ impl Lower<'_> {
                 lines
             }
         };
-        // `topk` and `argtopk` of one tile share the network.
         let (out, class) = if indices {
             (lines.pos, RegClass::B32)
         } else {
@@ -85,58 +86,52 @@ impl Lower<'_> {
     /// cut to the best `keep` as described at [`Lower::sort`].
     fn network(&mut self, arg: ValueId, axis: usize, (key, descending): (DType, bool), keep: usize) -> SortLines {
         let la = self.layout(arg);
-        let mut lines = SortLines {
-            vals: self.regs_as(arg, key),
-            pos: self.axis_positions(la, axis),
-        };
+        let vals = self.regs_as(arg, key);
+        let pos = self.axis_positions(la, axis);
+        let mut keys: Vec<String> = vals
+            .iter()
+            .zip(&pos)
+            .map(|(v, p)| self.sort_key(key, descending, v, p))
+            .collect();
         let bits = la.shape[axis].trailing_zeros();
         let kept = keep.trailing_zeros();
-        let mut live: Vec<usize> = (0..lines.vals.len()).collect();
+        let mut live: Vec<usize> = (0..keys.len()).collect();
         let net = Network {
             la,
             axis,
             bits,
-            key,
             descending,
         };
         for s in 1..=kept {
-            self.merge(&net, &mut lines, &live, (s, s));
+            self.merge(&net, &mut keys, &live, (s, s));
         }
         for b in kept..bits {
             // The better of positions `p` and `p ^ 2^b`, at both.
             if let Some(i) = net.reg_bit(b) {
                 for &lo in live.iter().filter(|&&q| q >> i & 1 == 0) {
                     let hi = lo | 1 << i;
-                    let c = self.before(
-                        key,
-                        descending,
-                        (&lines.vals[lo], &lines.pos[lo]),
-                        (&lines.vals[hi], &lines.pos[hi]),
-                    );
-                    let (vl, vh) = (lines.vals[lo].clone(), lines.vals[hi].clone());
-                    let (pl, ph) = (lines.pos[lo].clone(), lines.pos[hi].clone());
-                    lines.vals[lo] = self.select(key, &c, &vl, &vh);
-                    lines.pos[lo] = self.select(DType::I32, &c, &pl, &ph);
+                    let c = self.before(descending, &keys[lo], &keys[hi]);
+                    keys[lo] = self.select_key(&c, &keys[lo].clone(), &keys[hi].clone());
                 }
                 live.retain(|&q| q >> i & 1 == 0);
             } else if let Some(i) = net.lane_bit(b) {
                 for &q in &live {
-                    let (ov, op) = self.partner(key, (&lines.vals[q], &lines.pos[q]), i);
-                    let c = self.before(key, descending, (&lines.vals[q], &lines.pos[q]), (&ov, &op));
-                    lines.vals[q] = self.select(key, &c, &lines.vals[q].clone(), &ov);
-                    lines.pos[q] = self.select(DType::I32, &c, &lines.pos[q].clone(), &op);
+                    let other = self.partner(&keys[q], i);
+                    let c = self.before(descending, &keys[q], &other);
+                    keys[q] = self.select_key(&c, &keys[q].clone(), &other);
                 }
             }
-            self.merge(&net, &mut lines, &live, (kept, b + 1));
+            self.merge(&net, &mut keys, &live, (kept, b + 1));
         }
-        lines
+        let (vals, pos) = keys.iter().map(|k| self.unsort_key(key, descending, k)).unzip();
+        SortLines { vals, pos }
     }
 
     /// One merge of a bitonic network: compare-exchanges across the axis's
     /// bits `span - 1` down to 0, in the `live` registers, each block of
     /// `2^span` positions sorted in the network's direction, or the other
     /// way where the position's bit `dir` is set (below the axis's bits).
-    fn merge(&mut self, net: &Network, lines: &mut SortLines, live: &[usize], (span, dir_bit): (u32, u32)) {
+    fn merge(&mut self, net: &Network, keys: &mut [String], live: &[usize], (span, dir_bit): (u32, u32)) {
         let dir_lane = (dir_bit < net.bits)
             .then(|| net.lane_bit(dir_bit))
             .flatten()
@@ -147,48 +142,120 @@ impl Lower<'_> {
             (None, Some(i)) => Direction::Const(q >> i & 1 == 1),
             (None, None) => Direction::Const(false),
         };
-        let key = net.key;
         for t in (0..span).rev() {
             if let Some(i) = net.reg_bit(t) {
                 for &lo in live.iter().filter(|&&q| q >> i & 1 == 0) {
                     let hi = lo | 1 << i;
-                    let c = self.before(
-                        key,
-                        net.descending,
-                        (&lines.vals[lo], &lines.pos[lo]),
-                        (&lines.vals[hi], &lines.pos[hi]),
-                    );
+                    let c = self.before(net.descending, &keys[lo], &keys[hi]);
                     let keep = self.xor_bit(&c, &dir(lo));
-                    let (vl, vh) = (lines.vals[lo].clone(), lines.vals[hi].clone());
-                    let (pl, ph) = (lines.pos[lo].clone(), lines.pos[hi].clone());
-                    lines.vals[lo] = self.select(key, &keep, &vl, &vh);
-                    lines.vals[hi] = self.select(key, &keep, &vh, &vl);
-                    lines.pos[lo] = self.select(DType::I32, &keep, &pl, &ph);
-                    lines.pos[hi] = self.select(DType::I32, &keep, &ph, &pl);
+                    let (kl, kh) = (keys[lo].clone(), keys[hi].clone());
+                    keys[lo] = self.select_key(&keep, &kl, &kh);
+                    keys[hi] = self.select_key(&keep, &kh, &kl);
                 }
             } else if let Some(i) = net.lane_bit(t) {
                 let upper = self.lane_pred(i);
                 for &q in live {
-                    let (ov, op) = self.partner(key, (&lines.vals[q], &lines.pos[q]), i);
+                    let other = self.partner(&keys[q], i);
                     // Keep this lane's element where it belongs before
                     // the partner's and this lane is the lower one (the
                     // block's direction and the lane's side flip that).
-                    let c = self.before(key, net.descending, (&lines.vals[q], &lines.pos[q]), (&ov, &op));
+                    let c = self.before(net.descending, &keys[q], &other);
                     let c = self.xor_bit(&c, &Direction::Lane(upper.clone()));
                     let keep = self.xor_bit(&c, &dir(q));
-                    lines.vals[q] = self.select(key, &keep, &lines.vals[q].clone(), &ov);
-                    lines.pos[q] = self.select(DType::I32, &keep, &lines.pos[q].clone(), &op);
+                    keys[q] = self.select_key(&keep, &keys[q].clone(), &other);
                 }
             }
         }
     }
 
-    /// The element of the lane across lane bit `i`: its value and position.
-    fn partner(&mut self, key: DType, (v, p): (&str, &str), i: usize) -> (String, String) {
-        let (ov, op) = (self.reg(RegClass::of(key)), self.reg(RegClass::B32));
-        self.emit(format!("shfl.sync.bfly.b32 {ov}, {v}, {}, 31, -1;", 1 << i));
-        self.emit(format!("shfl.sync.bfly.b32 {op}, {p}, {}, 31, -1;", 1 << i));
-        (ov, op)
+    /// The key of the lane across lane bit `i`.
+    fn partner(&mut self, k: &str, i: usize) -> String {
+        let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+        self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
+        for h in [&lo, &hi] {
+            self.emit(format!("shfl.sync.bfly.b32 {h}, {h}, {}, 31, -1;", 1 << i));
+        }
+        let o = self.reg(RegClass::B64);
+        self.emit(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
+        o
+    }
+
+    /// Whether key `a` comes before key `b`.
+    fn before(&mut self, descending: bool, a: &str, b: &str) -> String {
+        let p = self.reg(RegClass::Pred);
+        let cmp = if descending { "gt" } else { "lt" };
+        self.emit(format!("setp.{cmp}.u64 {p}, {a}, {b};"));
+        p
+    }
+
+    fn select_key(&mut self, c: &str, a: &str, b: &str) -> String {
+        let d = self.reg(RegClass::B64);
+        self.emit(format!("selp.b64 {d}, {a}, {b}, {c};"));
+        d
+    }
+
+    /// An element's 64-bit key: the value's bits made to order as an
+    /// unsigned integer (floats: negative ones flipped, the rest with the
+    /// sign bit set; `-0.0` as `0.0` and every NaN as one above infinity),
+    /// above the position (inverted when `descending`, so that equal
+    /// values put the lower position first either way).
+    fn sort_key(&mut self, key: DType, descending: bool, v: &str, p: &str) -> String {
+        let hi = self.reg(RegClass::B32);
+        match key {
+            DType::F32 => {
+                let (z, nan, m) = (
+                    self.reg(RegClass::F32),
+                    self.reg(RegClass::Pred),
+                    self.reg(RegClass::B32),
+                );
+                self.emit(format!("add.f32 {z}, {v}, 0f00000000;"));
+                self.emit(format!("setp.nan.f32 {nan}, {v}, {v};"));
+                self.emit(format!("mov.b32 {hi}, {z};"));
+                self.emit(format!("selp.b32 {hi}, 0x7fc00000, {hi}, {nan};"));
+                self.emit(format!("shr.s32 {m}, {hi}, 31;"));
+                self.emit(format!("or.b32 {m}, {m}, 0x80000000;"));
+                self.emit(format!("xor.b32 {hi}, {hi}, {m};"));
+            }
+            DType::I32 => self.emit(format!("xor.b32 {hi}, {v}, 0x80000000;")),
+            _ => self.emit(format!("mov.b32 {hi}, {v};")),
+        }
+        let lo = if descending {
+            let n = self.reg(RegClass::B32);
+            self.emit(format!("not.b32 {n}, {p};"));
+            n
+        } else {
+            p.to_string()
+        };
+        let k = self.reg(RegClass::B64);
+        self.emit(format!("mov.b64 {k}, {{{lo}, {hi}}};"));
+        k
+    }
+
+    /// A key's value (in the key type) and position.
+    fn unsort_key(&mut self, key: DType, descending: bool, k: &str) -> (String, String) {
+        let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+        self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
+        if descending {
+            self.emit(format!("not.b32 {lo}, {lo};"));
+        }
+        let v = self.reg(RegClass::of(key));
+        match key {
+            DType::F32 => {
+                let (pos, flip, b) = (
+                    self.reg(RegClass::Pred),
+                    self.reg(RegClass::B32),
+                    self.reg(RegClass::B32),
+                );
+                self.emit(format!("setp.lt.s32 {pos}, {hi}, 0;"));
+                self.emit(format!("not.b32 {flip}, {hi};"));
+                self.emit(format!("xor.b32 {b}, {hi}, 0x80000000;"));
+                self.emit(format!("selp.b32 {b}, {b}, {flip}, {pos};"));
+                self.emit(format!("mov.b32 {v}, {b};"));
+            }
+            DType::I32 => self.emit(format!("xor.b32 {v}, {hi}, 0x80000000;")),
+            _ => self.emit(format!("mov.b32 {v}, {hi};")),
+        }
+        (v, lo)
     }
 
     /// The registers of the first `keep` positions along `axis` of `regs`
@@ -241,44 +308,5 @@ impl Lower<'_> {
                 d
             }
         }
-    }
-
-    /// Whether `(value, position)` `a` comes before `b`: the smaller value
-    /// first (the larger where `descending`), NaN the largest value, equal
-    /// values by position.
-    fn before(&mut self, key: DType, descending: bool, a: (&str, &str), b: (&str, &str)) -> String {
-        let t = arith_type(key);
-        let (lt, gt) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
-        self.emit(format!("setp.lt.{t} {lt}, {}, {};", a.0, b.0));
-        self.emit(format!("setp.gt.{t} {gt}, {}, {};", a.0, b.0));
-        if key == DType::F32 {
-            // NaN above every number: a NaN `a` is greater than a number `b`.
-            let (an, bn, x) = (
-                self.reg(RegClass::Pred),
-                self.reg(RegClass::Pred),
-                self.reg(RegClass::Pred),
-            );
-            self.emit(format!("setp.nan.f32 {an}, {}, {};", a.0, a.0));
-            self.emit(format!("setp.nan.f32 {bn}, {}, {};", b.0, b.0));
-            self.emit(format!("not.pred {x}, {an};"));
-            self.emit(format!("and.pred {x}, {x}, {bn};"));
-            self.emit(format!("or.pred {lt}, {lt}, {x};"));
-            self.emit(format!("not.pred {x}, {bn};"));
-            self.emit(format!("and.pred {x}, {x}, {an};"));
-            self.emit(format!("or.pred {gt}, {gt}, {x};"));
-        }
-        let (first, second) = if descending { (gt, lt) } else { (lt, gt) };
-        // Equal values (neither before the other): the lower position first.
-        let (eq, earlier, d) = (
-            self.reg(RegClass::Pred),
-            self.reg(RegClass::Pred),
-            self.reg(RegClass::Pred),
-        );
-        self.emit(format!("or.pred {eq}, {first}, {second};"));
-        self.emit(format!("not.pred {eq}, {eq};"));
-        self.emit(format!("setp.lt.s32 {earlier}, {}, {};", a.1, b.1));
-        self.emit(format!("and.pred {d}, {eq}, {earlier};"));
-        self.emit(format!("or.pred {d}, {d}, {first};"));
-        d
     }
 }
