@@ -75,17 +75,27 @@ impl Layout {
     }
 
     /// The same with the warp bits of `axis` moved into the registers:
-    /// every warp holds whole lines along `axis` (warps that split it
-    /// before now hold copies), so a scan or sort along it stays within
-    /// warps.
+    /// every warp holds whole lines along `axis`, so a scan or sort along
+    /// it stays within warps. A warp bit on the axis trades places with
+    /// the highest register bit of another dimension (the warps then hold
+    /// other lines); without one, the warps that split the axis hold
+    /// copies of it instead.
     pub fn within_warps(&self, axis: usize) -> Layout {
         let mut l = self.clone();
-        for w in l.warp.iter_mut() {
-            if let Some(bit) = *w
+        for i in 0..l.warp.len() {
+            if let Some(bit) = l.warp[i]
                 && bit.0 == axis
             {
-                l.reg.push(bit);
-                *w = None;
+                match l.reg.iter().rposition(|b| b.0 != axis) {
+                    Some(j) => {
+                        l.warp[i] = Some(l.reg[j]);
+                        l.reg[j] = bit;
+                    }
+                    None => {
+                        l.reg.push(bit);
+                        l.warp[i] = None;
+                    }
+                }
             }
         }
         l
