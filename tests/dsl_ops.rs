@@ -1096,7 +1096,7 @@ fn row_scans<const R: usize, const C: usize>(x: &Tensor<f32, { [M, N] }>, out: &
 }
 
 /// Running sums of `x` in `[B]` tiles, each tile on its own, over four
-/// warps (which hold copies of the scanned axis); and down the columns of
+/// warps (the scanned axis spans them); and down the columns of
 /// each tile seen as `[B / 8, 8]`, running minima from the bottom, a scan
 /// along axis 0 (the padding, which a scan from the end meets first, is
 /// larger than every value).
@@ -1249,8 +1249,8 @@ fn row_sorts<T, const R: usize, const C: usize>(
     order.store([i, 0], t.argsort_desc(1));
 }
 
-/// One `[B]` tile per block sorted over four warps (which hold copies of
-/// it), and its columns seen as `[B / 8, 8]` sorted: a sort along axis 0.
+/// One `[B]` tile per block sorted over four warps (the axis spans them),
+/// and its columns seen as `[B / 8, 8]` sorted: a sort along axis 0.
 #[tile::kernel(B = [1024], num_warps = 4)]
 fn line_sorts<const B: usize>(
     x: &Tensor<f32, { [N] }>,

@@ -375,12 +375,16 @@ impl Pass<'_> {
                 self.layouts.insert(result.expect("result"), l.project(&to));
             }
             OpKind::Scan { arg, axis, .. } | OpKind::Sort { arg, axis, .. } => {
-                // Scans and sorts exchange along their axis within a warp;
-                // warps that would split the axis hold copies of it instead.
-                let l = self.natural(*arg).within_warps(*axis);
-                *arg = self.materialize(*arg, &l, out, span);
+                // Scans and sorts exchange along their axis across lanes and
+                // warps alike; a `topk`, cut to its first positions, keeps
+                // the axis within warps (`head` drops lane bits only).
                 let r = result.expect("result");
                 let len = self.values[r].shape.as_ref().expect("tile")[*axis];
+                let mut l = self.natural(*arg);
+                if len < l.shape[*axis] {
+                    l = l.within_warps(*axis);
+                }
+                *arg = self.materialize(*arg, &l, out, span);
                 self.layouts.insert(r, l.head(*axis, len));
             }
             OpKind::Reshape(arg) => {

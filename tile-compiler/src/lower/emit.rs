@@ -212,13 +212,42 @@ impl<'a> Lower<'a> {
         regs.iter().map(|r| self.cast(from, to, r)).collect()
     }
 
-    /// Whether lane bit `i` of this thread is set (a scan's or a sort's
-    /// upper partner across that bit).
-    pub(super) fn lane_pred(&mut self, i: usize) -> String {
+    /// Whether bit `i` of this thread's index is set (lane bits 0 to 4,
+    /// warp bits above): a scan's or a sort's upper partner across it.
+    pub(super) fn thread_bit(&mut self, i: usize) -> String {
         let (t, p) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
         self.emit(format!("bfe.u32 {t}, {}, {i}, 1;", self.tid));
         self.emit(format!("setp.ne.u32 {p}, {t}, 0;"));
         p
+    }
+
+    /// What `regs` (of `class`, 32 or 64 bits each) hold in the thread
+    /// across thread-index bit `i` (another warp): through the scratch
+    /// area, a slot of `regs` a thread, between barriers.
+    pub(super) fn across_warps(&mut self, regs: &[String], class: RegClass, i: usize) -> Vec<String> {
+        let bytes = if class == RegClass::B64 { 8 } else { 4 };
+        let slot = regs.len() * bytes;
+        let base = self.scratch_base();
+        let (mine, theirs, t) = (
+            self.reg(RegClass::B32),
+            self.reg(RegClass::B32),
+            self.reg(RegClass::B32),
+        );
+        self.emit(format!("mad.lo.s32 {mine}, {}, {slot}, {base};", self.tid));
+        self.emit(format!("xor.b32 {t}, {}, {};", self.tid, 1 << i));
+        self.emit(format!("mad.lo.s32 {theirs}, {t}, {slot}, {base};"));
+        self.barrier();
+        for (q, r) in regs.iter().enumerate() {
+            self.emit(format!("st.shared.b{} {}, {r};", bytes * 8, addr(&mine, q * bytes)));
+        }
+        self.barrier();
+        (0..regs.len())
+            .map(|q| {
+                let o = self.reg(class);
+                self.emit(format!("ld.shared.b{} {o}, {};", bytes * 8, addr(&theirs, q * bytes)));
+                o
+            })
+            .collect()
     }
 
     /// Each register's coordinate along `axis` in layout `l` (i32).

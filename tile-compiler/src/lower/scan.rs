@@ -2,12 +2,13 @@
 //! `cummin`): a butterfly over the axis's coordinate bits, lowest first.
 //! After bit `k`, each element holds the scan of its aligned block of
 //! `2^(k+1)` positions and the block's total; its partner across bit `k`
-//! is another register of the thread, or another lane (`shfl.sync.bfly`).
-//! The layout pass keeps a scanned axis within warps (`Layout::within_warps`).
+//! is another register of the thread, another lane (`shfl.sync.bfly`), or
+//! another warp (through shared memory, [`Lower::across_warps`]).
 
 use super::emit::*;
 use crate::dtype::DType;
 use crate::ir::*;
+use crate::layout::LANE_BITS;
 use crate::ptx::RegClass;
 
 impl Lower<'_> {
@@ -38,20 +39,32 @@ impl Lower<'_> {
                     total[lower] = both.clone();
                     total[upper] = both;
                 }
-            } else if let Some(i) = la.lane.iter().position(|&x| x == Some(bit)) {
-                // Whether this lane is the upper partner.
-                let upper = self.lane_pred(i);
-                for q in 0..prefix.len() {
-                    let other = self.reg(RegClass::of(acc));
-                    self.emit(format!("shfl.sync.bfly.b32 {other}, {}, {}, 31, -1;", total[q], 1 << i));
+            } else {
+                let lane = la.lane.iter().position(|&x| x == Some(bit));
+                let warp = la.warp.iter().position(|&x| x == Some(bit)).map(|w| LANE_BITS + w);
+                let Some(i) = lane.or(warp) else { continue };
+                // Whether this thread is the upper partner.
+                let upper = self.thread_bit(i);
+                let others = match lane {
+                    Some(_) => total
+                        .iter()
+                        .map(|t| {
+                            let other = self.reg(RegClass::of(acc));
+                            self.emit(format!("shfl.sync.bfly.b32 {other}, {t}, {}, 31, -1;", 1 << i));
+                            other
+                        })
+                        .collect(),
+                    None => self.across_warps(&total, RegClass::of(acc), i),
+                };
+                for (q, other) in others.iter().enumerate() {
                     prefix[q] = if reverse {
-                        let with = self.binary(bop, acc, &prefix[q], &other);
+                        let with = self.binary(bop, acc, &prefix[q], other);
                         self.select(acc, &upper, &prefix[q], &with)
                     } else {
-                        let with = self.binary(bop, acc, &other, &prefix[q]);
+                        let with = self.binary(bop, acc, other, &prefix[q]);
                         self.select(acc, &upper, &with, &prefix[q])
                     };
-                    total[q] = self.binary(bop, acc, &total[q], &other);
+                    total[q] = self.binary(bop, acc, &total[q], other);
                 }
             }
         }

@@ -1,21 +1,21 @@
 //! Sorts along an axis (`sort`, `argsort`, `topk`): a bitonic network over
 //! the axis's coordinate bits, each compare-exchange between partners
 //! across one bit, in the thread (a register bit) or in another lane
-//! (`shfl.sync.bfly`). Each element goes through the network as one 64-bit
+//! (`shfl.sync.bfly`) or another warp (through shared memory). Each element goes through the network as one 64-bit
 //! key: its value made to order as an unsigned integer above its position
 //! (flipped for a descending sort), so one unsigned compare orders values
 //! and breaks ties by position (the lower first), and `argsort` is the
-//! positions. The layout pass keeps the axis within warps.
+//! positions. For `topk` the layout pass keeps the axis within warps.
 
 use super::emit::*;
 use super::state::SortLines;
 use crate::dtype::DType;
 use crate::ir::*;
-use crate::layout::Layout;
+use crate::layout::{LANE_BITS, Layout};
 use crate::ptx::RegClass;
 
 /// A block's direction bit in the network: the same for every thread, or
-/// this thread's lane bit.
+/// a bit of this thread's index.
 enum Direction {
     Const(bool),
     Lane(String),
@@ -36,9 +36,19 @@ impl Network<'_> {
         self.la.reg.iter().position(|&x| x == (self.axis, b))
     }
 
-    /// The lane bit that selects the axis's bit `b`, if one does.
-    fn lane_bit(&self, b: u32) -> Option<usize> {
-        self.la.lane.iter().position(|&x| x == Some((self.axis, b)))
+    /// The thread-index bit that selects the axis's bit `b`, if one does,
+    /// and whether it is a lane's (else a warp's).
+    fn thread_bit(&self, b: u32) -> Option<(usize, bool)> {
+        let bit = Some((self.axis, b));
+        match self.la.lane.iter().position(|&x| x == bit) {
+            Some(i) => Some((i, true)),
+            None => self
+                .la
+                .warp
+                .iter()
+                .position(|&x| x == bit)
+                .map(|w| (LANE_BITS + w, false)),
+        }
     }
 }
 
@@ -114,11 +124,11 @@ impl Lower<'_> {
                     keys[lo] = self.select_key(&c, &keys[lo].clone(), &keys[hi].clone());
                 }
                 live.retain(|&q| q >> i & 1 == 0);
-            } else if let Some(i) = net.lane_bit(b) {
-                for &q in &live {
-                    let other = self.partner(&keys[q], i);
-                    let c = self.before(descending, &keys[q], &other);
-                    keys[q] = self.select_key(&c, &keys[q].clone(), &other);
+            } else if let Some(bit) = net.thread_bit(b) {
+                let others = self.partners(&keys, &live, bit);
+                for (&q, other) in live.iter().zip(&others) {
+                    let c = self.before(descending, &keys[q], other);
+                    keys[q] = self.select_key(&c, &keys[q].clone(), other);
                 }
             }
             self.merge(&net, &mut keys, &live, (kept, b + 1));
@@ -133,9 +143,9 @@ impl Lower<'_> {
     /// way where the position's bit `dir` is set (below the axis's bits).
     fn merge(&mut self, net: &Network, keys: &mut [String], live: &[usize], (span, dir_bit): (u32, u32)) {
         let dir_lane = (dir_bit < net.bits)
-            .then(|| net.lane_bit(dir_bit))
+            .then(|| net.thread_bit(dir_bit))
             .flatten()
-            .map(|i| self.lane_pred(i));
+            .map(|(i, _)| self.thread_bit(i));
         let dir_reg = (dir_bit < net.bits).then(|| net.reg_bit(dir_bit)).flatten();
         let dir = |q: usize| match (&dir_lane, dir_reg) {
             (Some(p), _) => Direction::Lane(p.clone()),
@@ -152,19 +162,30 @@ impl Lower<'_> {
                     keys[lo] = self.select_key(&keep, &kl, &kh);
                     keys[hi] = self.select_key(&keep, &kh, &kl);
                 }
-            } else if let Some(i) = net.lane_bit(t) {
-                let upper = self.lane_pred(i);
-                for &q in live {
-                    let other = self.partner(&keys[q], i);
-                    // Keep this lane's element where it belongs before
-                    // the partner's and this lane is the lower one (the
-                    // block's direction and the lane's side flip that).
-                    let c = self.before(net.descending, &keys[q], &other);
+            } else if let Some(bit) = net.thread_bit(t) {
+                let upper = self.thread_bit(bit.0);
+                let others = self.partners(keys, live, bit);
+                for (&q, other) in live.iter().zip(&others) {
+                    // Keep this thread's element where it belongs before
+                    // the partner's and this thread is the lower one (the
+                    // block's direction and the thread's side flip that).
+                    let c = self.before(net.descending, &keys[q], other);
                     let c = self.xor_bit(&c, &Direction::Lane(upper.clone()));
                     let keep = self.xor_bit(&c, &dir(q));
-                    keys[q] = self.select_key(&keep, &keys[q].clone(), &other);
+                    keys[q] = self.select_key(&keep, &keys[q].clone(), other);
                 }
             }
+        }
+    }
+
+    /// The `live` keys of the thread across thread-index bit `(i, lane)`:
+    /// shuffled within the warp, or through shared memory across warps.
+    fn partners(&mut self, keys: &[String], live: &[usize], (i, lane): (usize, bool)) -> Vec<String> {
+        let mine: Vec<String> = live.iter().map(|&q| keys[q].clone()).collect();
+        if lane {
+            mine.iter().map(|k| self.partner(k, i)).collect()
+        } else {
+            self.across_warps(&mine, RegClass::B64, i)
         }
     }
 

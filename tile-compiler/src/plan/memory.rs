@@ -341,6 +341,15 @@ impl Footprint {
             }
             // The old value, handed from the first thread to the block.
             OpKind::FetchAdd { .. } => self.scratch_use(4),
+            // Partners across warps: a slot of each thread's registers
+            // (32-bit sums, 64-bit sort keys).
+            OpKind::Scan { arg, axis, .. } | OpKind::Sort { arg, axis, .. }
+                if cx.layout(*arg).warp.iter().any(|b| b.is_some_and(|b| b.0 == *axis)) =>
+            {
+                let bytes = if matches!(op.kind, OpKind::Sort { .. }) { 8 } else { 4 };
+                let threads = cx.func.num_warps as usize * 32;
+                self.scratch_use(threads * cx.layout(*arg).num_regs() * bytes);
+            }
             // Old values handed from each element's owner to its copies.
             OpKind::Atomic { value, .. } if !op.results.is_empty() && cx.layout(*value).replicated_mask() != 0 => {
                 let l = cx.layout(*value);
