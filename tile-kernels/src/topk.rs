@@ -19,8 +19,8 @@ pub fn topk_columns<T, const C: usize, const K: usize>(
     let parts = cdiv(N, C);
     let row = block_id(0) / parts;
     let part = block_id(0) % parts;
-    let t = x.load([row, part], [1, C]).pad(f32::NEG_INFINITY).cast::<f32>();
-    values.store([row, part], t.topk(1, K));
+    let t = x.load([row, part], [1, C]).pad(f32::NEG_INFINITY);
+    values.store([row, part], t.topk(1, K).cast::<f32>());
     columns.store([row, part], t.argtopk(1, K) + part * C as i32);
 }
 

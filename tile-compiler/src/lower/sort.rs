@@ -28,6 +28,15 @@ struct Network<'l> {
     axis: usize,
     bits: u32,
     descending: bool,
+    /// 64-bit keys; bf16 values take 32 (16 bits of value above 16 of
+    /// position: an axis holds at most 65,536).
+    wide: bool,
+}
+
+impl Network<'_> {
+    fn class(&self) -> RegClass {
+        if self.wide { RegClass::B64 } else { RegClass::B32 }
+    }
 }
 
 impl Network<'_> {
@@ -98,20 +107,20 @@ impl Lower<'_> {
         let la = self.layout(arg);
         let vals = self.regs_as(arg, key);
         let pos = self.axis_positions(la, axis);
-        let mut keys: Vec<String> = vals
-            .iter()
-            .zip(&pos)
-            .map(|(v, p)| self.sort_key(key, descending, v, p))
-            .collect();
-        let bits = la.shape[axis].trailing_zeros();
-        let kept = keep.trailing_zeros();
-        let mut live: Vec<usize> = (0..keys.len()).collect();
         let net = Network {
             la,
             axis,
-            bits,
+            bits: la.shape[axis].trailing_zeros(),
             descending,
+            wide: self.dtype(arg) != DType::BF16,
         };
+        let mut keys: Vec<String> = vals
+            .iter()
+            .zip(&pos)
+            .map(|(v, p)| self.sort_key(&net, key, v, p))
+            .collect();
+        let (bits, kept) = (net.bits, keep.trailing_zeros());
+        let mut live: Vec<usize> = (0..keys.len()).collect();
         for s in 1..=kept {
             self.merge(&net, &mut keys, &live, (s, s));
         }
@@ -120,20 +129,20 @@ impl Lower<'_> {
             if let Some(i) = net.reg_bit(b) {
                 for &lo in live.iter().filter(|&&q| q >> i & 1 == 0) {
                     let hi = lo | 1 << i;
-                    let c = self.before(descending, &keys[lo], &keys[hi]);
-                    keys[lo] = self.select_key(&c, &keys[lo].clone(), &keys[hi].clone());
+                    let c = self.before(&net, &keys[lo], &keys[hi]);
+                    keys[lo] = self.select_key(&net, &c, &keys[lo].clone(), &keys[hi].clone());
                 }
                 live.retain(|&q| q >> i & 1 == 0);
             } else if let Some(bit) = net.thread_bit(b) {
-                let others = self.partners(&keys, &live, bit);
+                let others = self.partners(&net, &keys, &live, bit);
                 for (&q, other) in live.iter().zip(&others) {
-                    let c = self.before(descending, &keys[q], other);
-                    keys[q] = self.select_key(&c, &keys[q].clone(), other);
+                    let c = self.before(&net, &keys[q], other);
+                    keys[q] = self.select_key(&net, &c, &keys[q].clone(), other);
                 }
             }
             self.merge(&net, &mut keys, &live, (kept, b + 1));
         }
-        let (vals, pos) = keys.iter().map(|k| self.unsort_key(key, descending, k)).unzip();
+        let (vals, pos) = keys.iter().map(|k| self.unsort_key(&net, key, k)).unzip();
         SortLines { vals, pos }
     }
 
@@ -156,23 +165,23 @@ impl Lower<'_> {
             if let Some(i) = net.reg_bit(t) {
                 for &lo in live.iter().filter(|&&q| q >> i & 1 == 0) {
                     let hi = lo | 1 << i;
-                    let c = self.before(net.descending, &keys[lo], &keys[hi]);
+                    let c = self.before(net, &keys[lo], &keys[hi]);
                     let keep = self.xor_bit(&c, &dir(lo));
                     let (kl, kh) = (keys[lo].clone(), keys[hi].clone());
-                    keys[lo] = self.select_key(&keep, &kl, &kh);
-                    keys[hi] = self.select_key(&keep, &kh, &kl);
+                    keys[lo] = self.select_key(net, &keep, &kl, &kh);
+                    keys[hi] = self.select_key(net, &keep, &kh, &kl);
                 }
             } else if let Some(bit) = net.thread_bit(t) {
                 let upper = self.thread_bit(bit.0);
-                let others = self.partners(keys, live, bit);
+                let others = self.partners(net, keys, live, bit);
                 for (&q, other) in live.iter().zip(&others) {
                     // Keep this thread's element where it belongs before
                     // the partner's and this thread is the lower one (the
                     // block's direction and the thread's side flip that).
-                    let c = self.before(net.descending, &keys[q], other);
+                    let c = self.before(net, &keys[q], other);
                     let c = self.xor_bit(&c, &Direction::Lane(upper.clone()));
                     let keep = self.xor_bit(&c, &dir(q));
-                    keys[q] = self.select_key(&keep, &keys[q].clone(), other);
+                    keys[q] = self.select_key(net, &keep, &keys[q].clone(), other);
                 }
             }
         }
@@ -180,47 +189,53 @@ impl Lower<'_> {
 
     /// The `live` keys of the thread across thread-index bit `(i, lane)`:
     /// shuffled within the warp, or through shared memory across warps.
-    fn partners(&mut self, keys: &[String], live: &[usize], (i, lane): (usize, bool)) -> Vec<String> {
+    fn partners(&mut self, net: &Network, keys: &[String], live: &[usize], (i, lane): (usize, bool)) -> Vec<String> {
         let mine: Vec<String> = live.iter().map(|&q| keys[q].clone()).collect();
-        if lane {
-            mine.iter().map(|k| self.partner(k, i)).collect()
-        } else {
-            self.across_warps(&mine, RegClass::B64, i)
+        if !lane {
+            return self.across_warps(&mine, net.class(), i);
         }
-    }
-
-    /// The key of the lane across lane bit `i`.
-    fn partner(&mut self, k: &str, i: usize) -> String {
-        let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
-        self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
-        for h in [&lo, &hi] {
-            self.emit(format!("shfl.sync.bfly.b32 {h}, {h}, {}, 31, -1;", 1 << i));
-        }
-        let o = self.reg(RegClass::B64);
-        self.emit(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
-        o
+        mine.iter()
+            .map(|k| {
+                if !net.wide {
+                    let o = self.reg(RegClass::B32);
+                    self.emit(format!("shfl.sync.bfly.b32 {o}, {k}, {}, 31, -1;", 1 << i));
+                    return o;
+                }
+                let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+                self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
+                for h in [&lo, &hi] {
+                    self.emit(format!("shfl.sync.bfly.b32 {h}, {h}, {}, 31, -1;", 1 << i));
+                }
+                let o = self.reg(RegClass::B64);
+                self.emit(format!("mov.b64 {o}, {{{lo}, {hi}}};"));
+                o
+            })
+            .collect()
     }
 
     /// Whether key `a` comes before key `b`.
-    fn before(&mut self, descending: bool, a: &str, b: &str) -> String {
+    fn before(&mut self, net: &Network, a: &str, b: &str) -> String {
         let p = self.reg(RegClass::Pred);
-        let cmp = if descending { "gt" } else { "lt" };
-        self.emit(format!("setp.{cmp}.u64 {p}, {a}, {b};"));
+        let cmp = if net.descending { "gt" } else { "lt" };
+        let bits = if net.wide { 64 } else { 32 };
+        self.emit(format!("setp.{cmp}.u{bits} {p}, {a}, {b};"));
         p
     }
 
-    fn select_key(&mut self, c: &str, a: &str, b: &str) -> String {
-        let d = self.reg(RegClass::B64);
-        self.emit(format!("selp.b64 {d}, {a}, {b}, {c};"));
+    fn select_key(&mut self, net: &Network, c: &str, a: &str, b: &str) -> String {
+        let d = self.reg(net.class());
+        let bits = if net.wide { 64 } else { 32 };
+        self.emit(format!("selp.b{bits} {d}, {a}, {b}, {c};"));
         d
     }
 
-    /// An element's 64-bit key: the value's bits made to order as an
-    /// unsigned integer (floats: negative ones flipped, the rest with the
-    /// sign bit set; `-0.0` as `0.0` and every NaN as one above infinity),
-    /// above the position (inverted when `descending`, so that equal
-    /// values put the lower position first either way).
-    fn sort_key(&mut self, key: DType, descending: bool, v: &str, p: &str) -> String {
+    /// An element's key: the value's bits made to order as an unsigned
+    /// integer (floats: negative ones flipped, the rest with the sign bit
+    /// set; `-0.0` as `0.0` and every NaN as one above infinity), above the
+    /// position (inverted when `descending`, so that equal values put the
+    /// lower position first either way); 32 bits of each, or for bf16
+    /// (seen as f32) the top 16 of each.
+    fn sort_key(&mut self, net: &Network, key: DType, v: &str, p: &str) -> String {
         let hi = self.reg(RegClass::B32);
         match key {
             DType::F32 => {
@@ -240,24 +255,36 @@ impl Lower<'_> {
             DType::I32 => self.emit(format!("xor.b32 {hi}, {v}, 0x80000000;")),
             _ => self.emit(format!("mov.b32 {hi}, {v};")),
         }
-        let lo = if descending {
+        let lo = if net.descending {
             let n = self.reg(RegClass::B32);
             self.emit(format!("not.b32 {n}, {p};"));
             n
         } else {
             p.to_string()
         };
-        let k = self.reg(RegClass::B64);
-        self.emit(format!("mov.b64 {k}, {{{lo}, {hi}}};"));
+        let k = self.reg(net.class());
+        if net.wide {
+            self.emit(format!("mov.b64 {k}, {{{lo}, {hi}}};"));
+        } else {
+            self.emit(format!("prmt.b32 {k}, {lo}, {hi}, 0x7610;"));
+        }
         k
     }
 
     /// A key's value (in the key type) and position.
-    fn unsort_key(&mut self, key: DType, descending: bool, k: &str) -> (String, String) {
+    fn unsort_key(&mut self, net: &Network, key: DType, k: &str) -> (String, String) {
         let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
-        self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
-        if descending {
+        if net.wide {
+            self.emit(format!("mov.b64 {{{lo}, {hi}}}, {k};"));
+        } else {
+            self.emit(format!("and.b32 {lo}, {k}, 0xffff;"));
+            self.emit(format!("and.b32 {hi}, {k}, 0xffff0000;"));
+        }
+        if net.descending {
             self.emit(format!("not.b32 {lo}, {lo};"));
+            if !net.wide {
+                self.emit(format!("and.b32 {lo}, {lo}, 0xffff;"));
+            }
         }
         let v = self.reg(RegClass::of(key));
         match key {
@@ -271,6 +298,9 @@ impl Lower<'_> {
                 self.emit(format!("not.b32 {flip}, {hi};"));
                 self.emit(format!("xor.b32 {b}, {hi}, 0x80000000;"));
                 self.emit(format!("selp.b32 {b}, {b}, {flip}, {pos};"));
+                if !net.wide {
+                    self.emit(format!("and.b32 {b}, {b}, 0xffff0000;"));
+                }
                 self.emit(format!("mov.b32 {v}, {b};"));
             }
             DType::I32 => self.emit(format!("xor.b32 {v}, {hi}, 0x80000000;")),
