@@ -1,10 +1,11 @@
 //! Sorts along an axis (`sort`, `argsort`, `topk`): a bitonic network over
 //! the axis's coordinate bits, each compare-exchange between partners
-//! across one bit, in the thread (a register bit) or in another lane
-//! (`shfl.sync.bfly`) or another warp (through shared memory). Each element goes through the network as one 64-bit
-//! key: its value made to order as an unsigned integer above its position
-//! (flipped for a descending sort), so one unsigned compare orders values
-//! and breaks ties by position (the lower first), and `argsort` is the
+//! across one bit, in the thread (a register bit), another lane
+//! (`shfl.sync.bfly`) or another warp (through shared memory). Each
+//! element goes through the network as one unsigned key, its value made to
+//! order as an unsigned integer above its position (flipped for a
+//! descending sort): 64 bits, 32 for bf16. One compare orders values and
+//! breaks ties by position (the lower first), and `argsort` is the
 //! positions. For `topk` the layout pass keeps the axis within warps.
 
 use super::emit::*;
