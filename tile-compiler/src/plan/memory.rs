@@ -48,8 +48,10 @@ pub const SCRATCH_ALIGN: usize = 1024;
 /// The blocks per SM a kernel with a `cp.async` `mma` pipeline declares
 /// (`.minnctapersm`): as many as shared memory holds (its stages are sized
 /// for that occupancy), but no more than leave each thread the registers
-/// its loop holds live (`live_registers`: accumulators, two K-steps'
-/// fragments, operands held whole, copy addresses), and at least one.
+/// it holds live (`live_registers`: through the loop its accumulators, two
+/// K-steps' fragments, operands held whole, copy addresses and the
+/// epilogue's tensors; after it the accumulators beside the tiles the
+/// epilogue loads), and at least one.
 /// ptxas then spends registers up to that occupancy and no further. Left
 /// to its own heuristics it squeezed some such kernels into 128
 /// registers, where they spilled, and gave others a few more than 128,
@@ -60,6 +62,33 @@ fn blocks_per_sm(shared_bytes: usize, threads: u32, live_registers: usize) -> u3
     let by_registers = SM_REGISTERS as usize / ((live_registers + LOOP_REGISTERS) * threads as usize);
     let blocks = by_shared.min(by_registers) as u32;
     blocks.clamp(1, SM_THREADS / threads)
+}
+
+/// What the epilogue after the pipelined loop `for_op` costs a thread in
+/// 32-bit registers: the addresses and bounds of the tensors `after` loads
+/// from (a bias, a residual), which are held through the loop, and the
+/// loop's results (the accumulators) beside the tiles loaded, which are
+/// held together before the accumulators are free.
+fn epilogue_registers(cx: &Context, for_op: &Op, after: &[Op]) -> Epilogue {
+    let words = |v: ValueId| (cx.layout(v).num_regs() * cx.dtype(v).bytes()).div_ceil(4);
+    let mut epilogue = Epilogue {
+        through_loop: 0,
+        after_loop: for_op.results.iter().map(|&v| words(v)).sum(),
+    };
+    for op in after {
+        if let OpKind::Load { index, .. } | OpKind::Gather { index, .. } = &op.kind {
+            epilogue.through_loop += 2 + index.len();
+            epilogue.after_loop += op.results.iter().map(|&v| words(v)).sum::<usize>();
+        }
+    }
+    epilogue
+}
+
+/// Registers of an epilogue ([`epilogue_registers`]).
+#[derive(Clone, Copy, Default)]
+struct Epilogue {
+    through_loop: usize,
+    after_loop: usize,
 }
 
 /// Where the scratch area lives.
@@ -113,6 +142,8 @@ struct Footprint {
     /// Registers a thread's products hold live, and its copies' addresses.
     mma_live_registers: usize,
     copy_registers: usize,
+    /// Registers the epilogues after `mma` loops take, the most of each.
+    epilogue: Epilogue,
 }
 
 /// Places the resources of the kernel of `cx`, warp-specialized where
@@ -212,7 +243,7 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             blocks_per_sm(
                 static_bytes + dynamic_bytes,
                 threads,
-                fp.mma_live_registers + fp.copy_registers,
+                (fp.mma_live_registers + fp.copy_registers + fp.epilogue.through_loop).max(fp.epilogue.after_loop),
             )
         });
         let half_bytes = dynamic_bytes.next_multiple_of(SCRATCH_ALIGN);
@@ -277,6 +308,7 @@ fn walk(cx: &Context, specialize: Option<(bool, bool)>, stage_budget: Option<usi
         unsupported: None,
         mma_live_registers: 0,
         copy_registers: 0,
+        epilogue: Epilogue::default(),
     };
     if let Some(options) = specialize.filter(|_| cx.path == MmaPath::Wgmma)
         && let Some(spec) = Specialization::of(cx, options, stage_budget)
@@ -318,8 +350,15 @@ impl Footprint {
     }
 
     fn ops(&mut self, cx: &Context, ops: &[Op], stage_budget: Option<usize>) {
-        for op in ops {
+        for (i, op) in ops.iter().enumerate() {
             self.op(cx, op, stage_budget);
+            if let OpKind::For { var, .. } = &op.kind
+                && self.loops.contains_key(var)
+            {
+                let e = epilogue_registers(cx, op, &ops[i + 1..]);
+                self.epilogue.through_loop = self.epilogue.through_loop.max(e.through_loop);
+                self.epilogue.after_loop = self.epilogue.after_loop.max(e.after_loop);
+            }
         }
     }
 
