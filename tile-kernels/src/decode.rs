@@ -36,23 +36,30 @@ use tile::{Backend, Element, HostTensor, TensorView};
 /// `start: [B]`. Rows outside the cache (`start[b] + t` not in `0..S`) are
 /// dropped by the stores' bounds checks.
 ///
-/// Grid: `(B * T, C / BLOCK)`, a block per `BLOCK` columns of one token's
-/// key and value; `BLOCK` divides `C` (as [`columns_per_block`] picks it).
-#[tile::kernel(T = [f32, bf16, f16], BLOCK = [32, 64, 128, 256])]
-pub fn kv_write<T, const BLOCK: usize>(
+/// Grid: `(B * cdiv(T, TOKENS), C / BLOCK)`, a block per `BLOCK` columns
+/// of `TOKENS` tokens' keys and values; `BLOCK` divides `C` (as
+/// [`columns_per_block`] picks it). A block of one warp moving one token
+/// spent more time starting than copying.
+#[tile::kernel(T = [f32, bf16, f16], BLOCK = [32, 64, 128, 256], TOKENS = [8])]
+pub fn kv_write<T, const BLOCK: usize, const TOKENS: usize>(
     qkv: &Tensor<T, { [B, L, 3 * C] }>,
     start: &Tensor<i32, { [B] }>,
     k_cache: &mut Tensor<T, { [B, S, C] }>,
     v_cache: &mut Tensor<T, { [B, S, C] }>,
 ) {
-    let b = block_id(0) / L;
-    let t = block_id(0) % L;
+    let groups = cdiv(L, TOKENS);
+    let b = block_id(0) / groups;
+    let first = block_id(0) % groups * TOKENS;
     let j = block_id(1);
     // C in tiles: the keys start at column tile `c`, the values at `2 * c`.
     let c = C / BLOCK;
-    let row = start.get([b]) + t;
-    k_cache.store([b, row, j], qkv.load([b, t, c + j], [1, 1, BLOCK]));
-    v_cache.store([b, row, j], qkv.load([b, t, 2 * c + j], [1, 1, BLOCK]));
+    let row = start.get([b]) + first;
+    for i in 0..TOKENS {
+        if first + i < L {
+            k_cache.store([b, row + i, j], qkv.load([b, first + i, c + j], [1, 1, BLOCK]));
+            v_cache.store([b, row + i, j], qkv.load([b, first + i, 2 * c + j], [1, 1, BLOCK]));
+        }
+    }
 }
 
 /// Flash-decoding for each sequence's new token: `out[b, 0, h]` is the
@@ -176,6 +183,9 @@ const MIN_STEPS_PER_SPLIT: usize = 1;
 pub fn keys_per_step(d: usize) -> usize {
     4096 / d
 }
+
+/// Tokens a [`kv_write`] block copies.
+const KV_TOKENS: usize = 8;
 
 /// A [`kv_write`] `BLOCK` for rows of `c` columns: the largest power of two
 /// up to 256 that divides `c`, `None` unless 32 does (the narrowest built).
@@ -351,8 +361,8 @@ pub fn write_kv<T: Element, B: Backend>(
     let [_, seq, _] = dims("qkv", qkv.shape())?;
     let block = columns_per_block(c)
         .ok_or_else(|| tile::Error::Shape(format!("writing the KV cache takes C a multiple of 32, not {c}")))?;
-    let grid = ((batch * seq) as u32, (c / block) as u32);
-    kv_write::launch_with(on, &[block], grid, qkv, start, k_cache, v_cache)
+    let grid = ((batch * seq.div_ceil(KV_TOKENS)) as u32, (c / block) as u32);
+    kv_write::launch_with(on, &[block, KV_TOKENS], grid, qkv, start, k_cache, v_cache)
 }
 
 #[cfg(test)]
