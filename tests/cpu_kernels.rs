@@ -372,7 +372,16 @@ fn gemv_every_configuration_matches_f64() {
             assert_close(&format!("gemv_layer_norm {m}x{n}x{k} {tile}"), &values(&y), &want, 1e-5);
         }
         let mut y = HostTensor::full(&[m, n], f32::NAN);
-        matmul::run_layer_norm_linear(&Cpu, (&xot, &lwt, &lbt, 1e-5), (&wt, &bt, &fold), &mut y, false).unwrap();
+        let mut normed = HostTensor::zeros(&[m, k]);
+        matmul::run_layer_norm_linear(
+            &Cpu,
+            (&xot, &lwt, &lbt, 1e-5),
+            (&wt, &bt, &fold),
+            &mut y,
+            false,
+            &mut normed,
+        )
+        .unwrap();
         let want = linear_ref(&h, &w, &b, m, n, k, false);
         assert_close(&format!("run_layer_norm_linear {m}x{n}x{k}"), &values(&y), &want, 1e-5);
     }

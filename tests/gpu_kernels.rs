@@ -608,7 +608,15 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         tuned_tol(tuned),
     );
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-    let tuned = matmul::run_layer_norm_linear(s, norm, (&wd, &bd, &fold), &mut yd, true).unwrap();
+    let tuned = matmul::run_layer_norm_linear(
+        s,
+        norm,
+        (&wd, &bd, &fold),
+        &mut yd,
+        true,
+        &mut s.zeros(&[m, k]).unwrap(),
+    )
+    .unwrap();
     let what = format!("run_layer_norm_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
     let want = linear_ref(&h, &w, &b, m, n, k, true);
     assert_close(

@@ -105,7 +105,7 @@ pub(crate) trait Decoder {
     type Cache;
     fn config(&self) -> &Config;
     fn cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache>;
-    fn prefill(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<f32>>;
+    fn prefill<'c>(&self, cache: &'c mut Self::Cache, prompts: &[Vec<u32>]) -> Result<&'c [f32]>;
     /// The prefill, then each prompt's next token as `decode_greedy` picks.
     fn prefill_greedy(&self, cache: &mut Self::Cache, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>>;
     /// The prefill, then each prompt's next token as `decode_sampled` draws.
@@ -115,7 +115,7 @@ pub(crate) trait Decoder {
         prompts: &[Vec<u32>],
         sample: (Draw, &[u32]),
     ) -> Result<Vec<(f32, u32)>>;
-    fn decode(&self, cache: &mut Self::Cache, tokens: &[Option<u32>]) -> Result<Vec<f32>>;
+    fn decode<'c>(&self, cache: &'c mut Self::Cache, tokens: &[Option<u32>]) -> Result<&'c [f32]>;
     /// Queues a decode step on `feed`'s tokens that picks each sequence's
     /// next token on the backend: greedily, or drawn as `sample` says.
     fn queue(&self, cache: &mut Self::Cache, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()>;
@@ -137,7 +137,7 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     fn cache(&self, batch: usize, capacity: usize) -> Result<KvCache<B, T>> {
         self.1.cache(self.0, batch, capacity)
     }
-    fn prefill(&self, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+    fn prefill<'c>(&self, cache: &'c mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<&'c [f32]> {
         self.1.prefill(self.0, cache, prompts)
     }
     fn prefill_greedy(&self, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
@@ -151,7 +151,7 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     ) -> Result<Vec<(f32, u32)>> {
         self.1.prefill_sampled(self.0, cache, prompts, sample)
     }
-    fn decode(&self, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+    fn decode<'c>(&self, cache: &'c mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<&'c [f32]> {
         self.1.decode(self.0, cache, tokens)
     }
     fn queue(&self, cache: &mut KvCache<B, T>, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()> {

@@ -32,6 +32,13 @@ pub struct KvCache<B: Backend, T: Element> {
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
     pub(crate) logits: B::Tensor<T>,
+    /// Host memory the logits are copied into (page-locked on a GPU, where
+    /// a copy into pageable memory took longer than the LM head).
+    pub(crate) logits_landing: B::Landing<T>,
+    /// The logits as f32, where [`Gpt::prefill`](crate::Gpt::prefill) and
+    /// [`Gpt::decode`](crate::Gpt::decode) return them: made once, as a
+    /// new vector of a batch of rows took longer than the copy.
+    pub(crate) logits_host: Vec<f32>,
     /// On a rank holding part of the vocabulary, the whole row of logits,
     /// `[batch, vocab_size]`, for draws that need it (top-k, top-p).
     pub(crate) whole: Option<B::Tensor<T>>,
@@ -113,6 +120,8 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
             logits: on.zeros(&[batch, vocab])?,
+            logits_landing: on.landing(batch * vocab)?,
+            logits_host: vec![0.0; batch * vocab],
             whole: (vocab < config.vocab_size)
                 .then(|| on.zeros(&[batch, config.vocab_size]))
                 .transpose()?,

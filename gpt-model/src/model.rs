@@ -124,6 +124,16 @@ fn download<B: Backend, T: Float>(on: &B, t: &B::Tensor<T>) -> Result<Vec<f32>> 
         .collect())
 }
 
+/// The cache's logits as f32, through its landing.
+fn cache_logits<'c, B: Backend, T: Float>(on: &B, cache: &'c mut KvCache<B, T>) -> Result<&'c [f32]> {
+    on.download_later(&cache.logits, &mut cache.logits_landing)?;
+    let landed = on.landed(&cache.logits_landing)?;
+    for (to, from) in cache.logits_host.iter_mut().zip(landed) {
+        *to = from.to_f32().unwrap_or(f32::NAN);
+    }
+    Ok(&cache.logits_host)
+}
+
 /// How the attention of one pass reads its keys and values.
 enum Attend<'c, B: Backend, T: Float> {
     /// Causal attention within the pass's tokens (`forward`).
@@ -371,14 +381,16 @@ impl<B: Backend, T: Float> Gpt<B, T> {
 
     /// Runs a batch of prompts (one per cache sequence, of any lengths up to
     /// the cache's capacity), writes their keys and values into `cache`, and
-    /// returns the logits of each prompt's last token, `[batch, vocab_size]`.
+    /// returns the logits of each prompt's last token, `[batch, vocab_size]`
+    /// (held by the cache until its next pass).
     ///
     /// The prompts are padded on the right to the longest: causal attention
     /// never lets a prompt's tokens see the padding after them, and each
     /// sequence's decoding overwrites its padding in the cache.
-    pub fn prefill(&self, on: &B, cache: &mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+    pub fn prefill<'c>(&self, on: &B, cache: &'c mut KvCache<B, T>, prompts: &[Vec<u32>]) -> Result<&'c [f32]> {
         let rows = self.prefill_rows(on, cache, prompts)?;
-        self.logits(on, &rows)
+        self.lm_head(on, &rows, (&mut cache.logits, &mut on.zeros(rows.shape())?))?;
+        cache_logits(on, cache)
     }
 
     /// [`Gpt::prefill`] for greedy decoding: each prompt's next token (its
@@ -411,7 +423,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         pick: Pick,
     ) -> Result<Vec<(f32, u32)>> {
         let rows = self.prefill_rows(on, cache, prompts)?;
-        self.lm_head(on, &rows, &mut cache.logits)?;
+        self.lm_head(on, &rows, (&mut cache.logits, &mut on.zeros(rows.shape())?))?;
         self.pick(on, cache, pick)?;
         cache.picks_in_ids = self.all_reduce.is_none();
         self.picked(on, cache, pick)
@@ -457,11 +469,12 @@ impl<B: Backend, T: Float> Gpt<B, T> {
 
     /// Runs one token per sequence of `cache`, each at its sequence's next
     /// position, appends their keys and values, and returns the logits,
-    /// `[batch, vocab_size]`. A finished sequence (`None`) keeps its slot in
-    /// the batch without growing: its row of logits is meaningless.
-    pub fn decode(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+    /// `[batch, vocab_size]` (held by the cache until its next pass). A
+    /// finished sequence (`None`) keeps its slot in the batch without
+    /// growing: its row of logits is meaningless.
+    pub fn decode<'c>(&self, on: &B, cache: &'c mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<&'c [f32]> {
         self.step(on, cache, Feed::Tokens(tokens), Pick::Logits)?;
-        download(on, &cache.logits)
+        cache_logits(on, cache)
     }
 
     /// [`Gpt::decode`] for greedy decoding: each sequence's largest logit
@@ -713,7 +726,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let c = heads * self.config.head_size();
         let Activations { x, next, qkv, att, .. } = acts;
         let fold = &self.folds[layer].ln_1;
-        self.norm_linear(on, x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1, fold), qkv, false)?;
+        self.norm_linear(on, x, &p.ln_1, (&p.c_attn.0, &p.c_attn.1, fold), (qkv, next), false)?;
         on.reshape_in_place(qkv, &[b, t, 3 * c])?;
         on.reshape_in_place(att, &[b, t, c])?;
         match attend {
@@ -739,7 +752,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     fn mlp_block(&self, on: &B, p: &Block<B::Tensor<T>>, acts: &mut Activations<B, T>, layer: usize) -> Result<()> {
         let Activations { x, next, fc, .. } = acts;
         let fold = &self.folds[layer].ln_2;
-        self.norm_linear(on, x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1, fold), fc, true)?;
+        self.norm_linear(on, x, &p.ln_2, (&p.c_fc.0, &p.c_fc.1, fold), (fc, next), true)?;
         self.row_parallel(on, fc, &p.mlp_proj, x, next)?;
         std::mem::swap(x, next);
         Ok(())
@@ -769,14 +782,15 @@ impl<B: Backend, T: Float> Gpt<B, T> {
 
     /// `y = ln(x) @ w^T + b`, then GELU where `gelu`, `ln` a LayerNorm's
     /// weight and bias: for a few rows in one kernel where that is faster
-    /// (`matmul::run_layer_norm_linear`), else the LayerNorm, then the product.
+    /// (`matmul::run_layer_norm_linear`), else the LayerNorm into `normed`
+    /// (shaped as `x`, free to overwrite), then the product.
     fn norm_linear(
         &self,
         on: &B,
         x: &B::Tensor<T>,
         (ln_w, ln_b): &Affine<B::Tensor<T>>,
         (w, b, fold): (&B::Tensor<T>, &B::Tensor<T>, &NormFold<B>),
-        y: &mut B::Tensor<T>,
+        (y, normed): (&mut B::Tensor<T>, &mut B::Tensor<T>),
         gelu: bool,
     ) -> Result<()> {
         let eps = self.config.layer_norm_epsilon;
@@ -785,12 +799,11 @@ impl<B: Backend, T: Float> Gpt<B, T> {
                 gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu)?;
             }
             Some(false) => {
-                let mut h = on.zeros(x.shape())?;
-                norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, eps)?;
-                linear::run(on, &h, w, b, y, gelu)?;
+                norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
+                linear::run(on, normed, w, b, y, gelu)?;
             }
             None => {
-                matmul::run_layer_norm_linear(on, (x, ln_w, ln_b, eps), (w, b, fold), y, gelu)?;
+                matmul::run_layer_norm_linear(on, (x, ln_w, ln_b, eps), (w, b, fold), y, gelu, normed)?;
             }
         }
         Ok(())
@@ -800,16 +813,16 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// columns), downloaded as f32.
     fn logits(&self, on: &B, x: &B::Tensor<T>) -> Result<Vec<f32>> {
         let mut logits = on.zeros(&[x.shape()[0], self.shard.vocab.len()])?;
-        self.lm_head(on, x, &mut logits)?;
+        self.lm_head(on, x, (&mut logits, &mut on.zeros(x.shape())?))?;
         download(on, &logits)
     }
 
     /// `ln_f(x) @ wte^T` for `x: [rows, C]` into `logits` (this rank's
-    /// vocabulary columns).
-    fn lm_head(&self, on: &B, x: &B::Tensor<T>, logits: &mut B::Tensor<T>) -> Result<()> {
+    /// vocabulary columns), `normed` shaped as `x` and free to overwrite.
+    fn lm_head(&self, on: &B, x: &B::Tensor<T>, out: (&mut B::Tensor<T>, &mut B::Tensor<T>)) -> Result<()> {
         let head = self.head.as_ref().unwrap_or(&self.wte);
         let product = (head, &self.zero_bias, &self.head_fold);
-        self.norm_linear(on, x, &self.ln_f, product, logits, false)
+        self.norm_linear(on, x, &self.ln_f, product, out, false)
     }
 
     /// One decode step over the cache's token ids and positions, into its
@@ -823,7 +836,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let ran = (|| {
             self.embed_on(on, &cache.ids, &cache.positions, &mut acts.x)?;
             self.layers(on, &mut acts, (b, 1), Attend::Cache(cache))?;
-            self.lm_head(on, &acts.x, &mut cache.logits)
+            self.lm_head(on, &acts.x, (&mut cache.logits, &mut acts.next))
         })();
         cache.activations = Some(acts);
         ran?;

@@ -221,9 +221,10 @@ pub struct TensorParallel<B: Backend, T: Float> {
     shards: Vec<Gpt<B, T>>,
 }
 
-/// A [`KvCache`] per rank, each holding its rank's heads, and the
-/// tokens of the steps generation queued, picked but not yet read.
-pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>, VecDeque<Vec<u32>>);
+/// A [`KvCache`] per rank, each holding its rank's heads, the tokens of
+/// the steps generation queued, picked but not yet read, and the whole
+/// logits of the last pass that returned them (the ranks' columns joined).
+pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>, VecDeque<Vec<u32>>, Vec<f32>);
 
 impl<B: Backend, T: Float> ShardedCache<B, T> {
     /// Each sequence's tokens so far.
@@ -274,13 +275,14 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
                 .map(|(on, m)| m.cache(on, batch, capacity))
                 .collect::<Result<_>>()?,
             VecDeque::new(),
+            Vec::new(),
         ))
     }
 
     /// [`Gpt::prefill`] on every rank: the logits of each prompt's last
     /// token, `[batch, vocab_size]`.
-    pub fn prefill(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
-        self.each(cache, |on, model, cache| model.prefill(on, cache, prompts))
+    pub fn prefill<'c>(&self, cache: &'c mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<&'c [f32]> {
+        self.each(cache, |on, model, cache| model.prefill(on, cache, prompts).map(|_| ()))
     }
 
     /// [`Gpt::prefill_greedy`] on every rank: each prompt's next token, the
@@ -305,8 +307,8 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
     }
 
     /// [`Gpt::decode`] on every rank: the logits, `[batch, vocab_size]`.
-    pub fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
-        self.each(cache, |on, model, cache| model.decode(on, cache, tokens))
+    pub fn decode<'c>(&self, cache: &'c mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<&'c [f32]> {
+        self.each(cache, |on, model, cache| model.decode(on, cache, tokens).map(|_| ()))
     }
 
     /// [`Gpt::decode_greedy`] on every rank: each sequence's largest logit
@@ -338,27 +340,31 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         run(self, request, on_token)
     }
 
-    /// Runs `pass` on every rank at once, a thread each, and joins their
-    /// slices of the logits, row by row.
-    fn each(
+    /// Runs `pass` on every rank at once, a thread each, and joins the
+    /// slices of the logits it leaves in their caches, row by row.
+    fn each<'c>(
         &self,
-        cache: &mut ShardedCache<B, T>,
-        pass: impl Fn(&B, &Gpt<B, T>, &mut KvCache<B, T>) -> Result<Vec<f32>> + Sync,
-    ) -> Result<Vec<f32>> {
-        let mut slices = self.on_every_rank(cache, pass)?;
-        if slices.len() == 1 {
-            return Ok(slices.remove(0));
+        cache: &'c mut ShardedCache<B, T>,
+        pass: impl Fn(&B, &Gpt<B, T>, &mut KvCache<B, T>) -> Result<()> + Sync,
+    ) -> Result<&'c [f32]> {
+        self.on_every_rank(cache, pass)?;
+        if let [one] = &cache.0[..] {
+            return Ok(&one.logits_host);
         }
         let vocab = self.config().vocab_size;
-        let rows = slices[0].len() / self.shards[0].shard().vocab.len();
-        let mut logits = vec![0.0; rows * vocab];
-        for (slice, model) in slices.iter().zip(&self.shards) {
+        let rows = cache.0[0].batch();
+        cache.2.resize(rows * vocab, 0.0);
+        for (rank, model) in cache.0.iter().zip(&self.shards) {
             let cols = model.shard().vocab.clone();
-            for (row, part) in logits.chunks_exact_mut(vocab).zip(slice.chunks_exact(cols.len())) {
+            for (row, part) in cache
+                .2
+                .chunks_exact_mut(vocab)
+                .zip(rank.logits_host.chunks_exact(cols.len()))
+            {
                 row[cols.clone()].copy_from_slice(part);
             }
         }
-        Ok(logits)
+        Ok(&cache.2)
     }
 
     /// Runs `pass` on every rank at once (a thread each, with more than
@@ -393,7 +399,7 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     fn cache(&self, batch: usize, capacity: usize) -> Result<ShardedCache<B, T>> {
         TensorParallel::cache(self, batch, capacity)
     }
-    fn prefill(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<f32>> {
+    fn prefill<'c>(&self, cache: &'c mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<&'c [f32]> {
         TensorParallel::prefill(self, cache, prompts)
     }
     fn prefill_greedy(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
@@ -407,7 +413,7 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     ) -> Result<Vec<(f32, u32)>> {
         TensorParallel::prefill_sampled(self, cache, prompts, sample)
     }
-    fn decode(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<f32>> {
+    fn decode<'c>(&self, cache: &'c mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<&'c [f32]> {
         TensorParallel::decode(self, cache, tokens)
     }
     /// Runs the step at once (the ranks' picks meet on the host) and

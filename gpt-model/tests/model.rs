@@ -130,7 +130,7 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
     for step in 0..12 {
         let full = model.forward(on, &seq).unwrap();
         let e = rel_err(
-            &logits,
+            logits,
             &full[(seq.len() - 1) * v..]
                 .iter()
                 .map(|&x| x as f64)
@@ -140,7 +140,7 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
             e <= tol,
             "{what}: step {step}: cached logits differ from recomputation by {e:.2e}"
         );
-        let next = gpt_model::sample::argmax(&logits);
+        let next = gpt_model::sample::argmax(logits);
         if let Some((value, token)) = best {
             assert_eq!(
                 (value, token),
@@ -149,7 +149,7 @@ fn kv_cache_equals_recomputation<B: Backend>(on: &B, what: &str, tol: f64) {
             );
         }
         if let Some((_, token)) = drawn {
-            let mut order = logits.clone();
+            let mut order = logits.to_vec();
             order.sort_by(|a, b| b.total_cmp(a));
             let third = order[2];
             assert!(

@@ -62,7 +62,7 @@ fn split_equals_whole<B: Collective<T> + Clone, T: Float>(
     let mut got = split.prefill(&mut split_cache, &prompts).unwrap();
     let v = split.config().vocab_size;
     for step in 0..=8 {
-        let e = rel_err(&got, &want);
+        let e = rel_err(got, want);
         println!("{what}, TP={n}: step {step}: logits' relative error to one rank {e:.2e}");
         assert!(e <= tol, "{what}, TP={n}: step {step}: {e:.2e} > {tol:.0e}");
         let next: Vec<Option<u32>> = want

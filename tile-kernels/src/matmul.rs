@@ -85,8 +85,9 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 
 /// `y = layer_norm(x) @ w^T + b` (then GELU if `gelu`), `norm` being the
 /// LayerNorm's `(x, weight, bias, eps)` and `fold` its [`gemv::NormFold`]
-/// into `(w, b)`: the LayerNorm kernel into a temporary, then [`linear`]'s
-/// tuned tile; or, up to [`gemv::MAX_ROWS`] rows,
+/// into `(w, b)`: the LayerNorm kernel into `normed` (`[M, K]`, scratch
+/// the caller holds, so that a pass allocates and clears nothing), then
+/// [`linear`]'s tuned tile; or, up to [`gemv::MAX_ROWS`] rows,
 /// [`gemv::gemv_layer_norm`] (the LayerNorm folded into the product, one
 /// launch) where the tuner finds it faster. Returns the product's
 /// configuration.
@@ -96,14 +97,14 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
     (w, b, fold): (&B::Tensor<T>, &B::Tensor<T>, &gemv::NormFold<B>),
     y: &mut B::Tensor<T>,
     gelu: bool,
+    normed: &mut B::Tensor<T>,
 ) -> tile::Result<LinearTile> {
     let (x, ln_w, ln_b, eps) = norm;
     few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, y| match family {
         Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
         Family::TensorCores => {
-            let mut h = on.zeros(x.shape())?;
-            crate::norm::run_layer_norm(on, x, ln_w, ln_b, &mut h, eps)?;
-            linear::run(on, &h, w, b, y, gelu as i32)
+            crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
+            linear::run(on, normed, w, b, y, gelu as i32)
         }
     })
 }
