@@ -12,7 +12,7 @@ use common::harness::{self, Test};
 use common::{Rng, assert_close, host, layer_norm_ref, rms_norm_ref, rounded, values};
 use std::process::ExitCode;
 use std::sync::Arc;
-use tile::{Backend, Device, Error, HostTensor};
+use tile::{Backend, Device, Error, HostTensor, bf16};
 use tile_kernels::{elementwise, matmul, norm, softmax};
 
 /// `HostTensor` constructors and accessors: element counts and spans that
@@ -282,6 +282,41 @@ fn norms_keep_precision_on_hard_rows<B: Backend>(on: &B) {
             &values(&on.download(&y).unwrap()),
             &want,
             1e-6,
+        );
+    }
+    // bf16 rows far from zero, a few spacings apart (bf16's spacing is 64
+    // at 8,192 and 16,384 at 3e6): LayerNorm takes their statistics
+    // without the shift, within bf16's rounding of the result.
+    let bf16_rows: Vec<(&str, usize, Vec<f64>)> = vec![
+        (
+            "bf16 8192 + 64c",
+            768,
+            (0..768).map(|c| 8192.0 + 64.0 * (c % 16) as f64).collect(),
+        ),
+        (
+            "bf16 -3e6 + 16384c, 4 rows of 1000",
+            1000,
+            (0..4000).map(|c| -3_014_656.0 + 16384.0 * (c % 7) as f64).collect(),
+        ),
+    ];
+    for (what, cols, x) in bf16_rows {
+        let x = rounded::<bf16>(&x);
+        let w = rounded::<bf16>(&(0..cols).map(|c| 1.0 + (c % 7) as f64 / 8.0).collect::<Vec<_>>());
+        let b = rounded::<bf16>(&(0..cols).map(|c| (c % 5) as f64 / 4.0 - 0.5).collect::<Vec<_>>());
+        let shape = [x.len() / cols, cols];
+        let xt = on.upload(&host::<bf16>(&x, &shape)).unwrap();
+        let (wt, bt) = (
+            on.upload(&host::<bf16>(&w, &[cols])).unwrap(),
+            on.upload(&host::<bf16>(&b, &[cols])).unwrap(),
+        );
+        let mut y = on.zeros::<bf16>(&shape).unwrap();
+        norm::run_layer_norm(on, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+        let want = layer_norm_ref(&x, &w, &b, cols, 1e-5);
+        assert_close(
+            &format!("layer_norm {what}"),
+            &values(&on.download(&y).unwrap()),
+            &want,
+            1e-2,
         );
     }
 }

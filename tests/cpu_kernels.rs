@@ -57,9 +57,12 @@ fn layer_norm_and_rms_norm() {
             host::<f32>(&w, &[cols]),
             host::<f32>(&b, &[cols]),
         );
-        let mut y = HostTensor::full(&[rows, cols], f32::NAN);
-        norm::layer_norm::launch::<f32, 1024, _>(&Cpu, grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
-        assert_close("layer_norm", &values(&y), &layer_norm_ref(&x, &w, &b, cols, 1e-5), 1e-5);
+        for shift in [0, 1] {
+            let mut y = HostTensor::full(&[rows, cols], f32::NAN);
+            norm::layer_norm::launch_with(&Cpu, &[1024, shift], grid_rows(rows), &xt, &wt, &bt, &mut y, 1e-5).unwrap();
+            let want = layer_norm_ref(&x, &w, &b, cols, 1e-5);
+            assert_close(&format!("layer_norm shift {shift}"), &values(&y), &want, 1e-5);
+        }
         let mut y = HostTensor::full(&[rows, cols], f32::NAN);
         norm::rms_norm::launch::<f32, 1024, _>(&Cpu, grid_rows(rows), &xt, &wt, &mut y, 1e-5).unwrap();
         assert_close("rms_norm", &values(&y), &rms_norm_ref(&x, &w, cols, 1e-5), 1e-5);

@@ -254,24 +254,17 @@ fn norm_case<T: Num>(s: &Stream, rng: &mut Rng, rows: usize, cols: usize, pad: u
     let what = format!("{} {rows}x{cols} pad {pad}", T::DTYPE);
     let grid = rows.div_ceil(softmax::rows_per_block(1024)) as u32;
 
-    let mut want = poisoned::<T>(&[rows, cols]);
-    let mut yd = s.upload(&want).unwrap();
-    norm::layer_norm::launch::<T, 1024, _>(s, grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
-    norm::layer_norm::launch::<T, 1024, _>(&Cpu, grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
     let tol = T::TOL.max(1e-5);
-    assert_close(
-        &format!("layer_norm {what}"),
-        &values(&s.download(&yd).unwrap()),
-        &values(&want),
-        tol,
-    );
     let reference = layer_norm_ref(&rounded::<T>(&x), &rounded::<T>(&w), &rounded::<T>(&b), cols, 1e-5);
-    assert_close(
-        &format!("layer_norm {what}"),
-        &values(&s.download(&yd).unwrap()),
-        &reference,
-        tol,
-    );
+    for shift in [0, 1] {
+        let mut want = poisoned::<T>(&[rows, cols]);
+        let mut yd = s.upload(&want).unwrap();
+        norm::layer_norm::launch_with(s, &[1024, shift], grid, &xd, &wd, &bd, &mut yd, 1e-5).unwrap();
+        norm::layer_norm::launch_with(&Cpu, &[1024, shift], grid, &xh, &wh, &bh, &mut want, 1e-5).unwrap();
+        let what = format!("layer_norm shift {shift} {what}");
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &values(&want), tol);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &reference, tol);
+    }
 
     let mut want = poisoned::<T>(&[rows, cols]);
     let mut yd = s.upload(&want).unwrap();

@@ -1,7 +1,7 @@
 //! Row normalizations over `[rows, cols]`, whole rows in one `BLOCK`-wide
 //! tile (`BLOCK >= cols`), [`rows_per_block`] rows per block. Statistics are
-//! computed in f32, LayerNorm's of the values less the row's first (a row
-//! with a large offset keeps its precision). [`run_layer_norm`] and
+//! computed in f32, LayerNorm's of f32 rows of the values less the row's
+//! first (a row with a large offset keeps its precision). [`run_layer_norm`] and
 //! [`run_rms_norm`] pick the tile width for the rows; the kernels' declared
 //! shapes are checked at launch.
 
@@ -17,9 +17,11 @@ pub type LayerNormOperands<'a, B, T> = (
     f32,
 );
 
-/// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`.
-#[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192])]
-pub fn layer_norm<T, const BLOCK: usize>(
+/// LayerNorm: `y = (x - mean) / sqrt(var + eps) * weight + bias`, with
+/// the statistics of the values less the row's first where `SHIFT` is 1
+/// (f32 rows; [`run_layer_norm`] picks it).
+#[tile::kernel(T = [f32, f16, bf16], BLOCK = [256, 512, 1024, 2048, 4096, 8192], SHIFT = [0, 1])]
+pub fn layer_norm<T, const BLOCK: usize, const SHIFT: usize>(
     x: &Tensor<T, { [M, N] }>,
     weight: &Tensor<T, { [N] }>,
     bias: &Tensor<T, { [N] }>,
@@ -29,16 +31,19 @@ pub fn layer_norm<T, const BLOCK: usize>(
     let rows = max(1, 4096 / BLOCK);
     let r = block_id(0);
     let n = N as f32;
-    // An f32 value or sum rounds at the scale of the row, which with a
-    // large offset dwarfs its spread (the mean itself may not be an f32):
-    // the statistics are taken of the values less the row's first, exact
-    // near it (`mean` is theirs), in two passes over registers as without
-    // the shift.
     let t = x.load([r, 0], [rows, BLOCK]).cast::<f32>();
-    let first = x.load([r, 0], [rows, 1]).cast::<f32>();
-    // Padding, taken as `first`, adds nothing to `mean`, and `mean²` per
-    // padded column to the squares, taken back out.
-    let shifted = select(arange(BLOCK) < N, t, first) - first;
+    let mut shifted = t;
+    if SHIFT == 1 {
+        // An f32 value or sum rounds at the scale of the row, which with a
+        // large offset dwarfs its spread (the mean itself may not be an
+        // f32): the statistics are taken of the values less the row's
+        // first, exact near it (`mean` is theirs). Padding, taken as
+        // `first`, adds nothing to `mean`.
+        let first = x.load([r, 0], [rows, 1]).cast::<f32>();
+        shifted = select(arange(BLOCK) < N, t, first) - first;
+    }
+    // Two passes over registers; each padded column adds `mean²` to the
+    // squares, taken back out.
     let mean = shifted.sum(1) / n;
     let centered = shifted - mean;
     let squares = (centered * centered).sum(1) - (BLOCK as f32 - n) * mean * mean;
@@ -88,7 +93,10 @@ pub fn run_layer_norm<T: Element, B: Backend>(
     eps: f32,
 ) -> tile::Result<()> {
     let (block, grid) = block_and_grid(x.shape())?;
-    layer_norm::launch_with(on, &[block], grid, x, weight, bias, y, eps)
+    // 16-bit values are exact in f32 and coarse: the f32 sums of a row
+    // round far below their spacing, so they need no shift.
+    let shift = (T::DTYPE == tile::DType::F32) as usize;
+    layer_norm::launch_with(on, &[block, shift], grid, x, weight, bias, y, eps)
 }
 
 /// RMSNorm of every row of `x: [rows, cols]` into `y` on `on`, with
