@@ -219,17 +219,12 @@ impl Lower<'_> {
             }
             olds.push(old);
         }
-        if result.is_none() {
+        if result.is_none() || mask == 0 {
             if order.acquires() {
                 self.barrier();
             }
-            return vec![];
-        }
-        if mask == 0 {
-            if order.acquires() {
-                self.barrier();
-            }
-            return olds;
+            // Unread old values (`fetch` for an acquire or an exchange) are dropped.
+            return if result.is_some() { olds } else { vec![] };
         }
         // The copies of each element take the owner's old value.
         let eb = dtype.bytes();
