@@ -9,10 +9,10 @@
 mod common;
 
 use common::harness::{self, Test};
-use common::{Rng, assert_close, host, layer_norm_ref, rms_norm_ref, rounded, values};
+use common::{Num, Rng, assert_close, host, layer_norm_ref, rms_norm_ref, rounded, values};
 use std::process::ExitCode;
 use std::sync::Arc;
-use tile::{Backend, Device, Error, HostTensor, bf16};
+use tile::{Backend, Device, Error, HostTensor, TensorView, bf16};
 use tile_kernels::{elementwise, matmul, norm, softmax};
 
 /// `HostTensor` constructors and accessors: element counts and spans that
@@ -256,17 +256,8 @@ fn norms_keep_precision_on_hard_rows<B: Backend>(on: &B) {
         ("1e4 + noise, 4096", 4096, noisy(&mut rng, 4096)),
     ];
     for (what, cols, x) in rows {
-        // The inputs as f32 holds them: the reference sees the same values.
-        let x = rounded::<f32>(&x);
-        let w: Vec<f64> = (0..cols).map(|c| 1.0 + (c % 7) as f64 / 8.0).collect();
-        let b: Vec<f64> = (0..cols).map(|c| (c % 5) as f64 / 4.0 - 0.5).collect();
-        let shape = [x.len() / cols, cols];
-        let xt = on.upload(&host::<f32>(&x, &shape)).unwrap();
-        let (wt, bt) = (
-            on.upload(&host(&w, &[cols])).unwrap(),
-            on.upload(&host(&b, &[cols])).unwrap(),
-        );
-        let mut y = on.zeros::<f32>(&shape).unwrap();
+        let ([x, w, b], [xt, wt, bt]) = norm_operands::<f32, B>(on, &x, cols);
+        let mut y = on.zeros::<f32>(xt.shape()).unwrap();
         norm::run_layer_norm(on, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
         let want = layer_norm_ref(&x, &w, &b, cols, 1e-5);
         assert_close(
@@ -300,16 +291,8 @@ fn norms_keep_precision_on_hard_rows<B: Backend>(on: &B) {
         ),
     ];
     for (what, cols, x) in bf16_rows {
-        let x = rounded::<bf16>(&x);
-        let w = rounded::<bf16>(&(0..cols).map(|c| 1.0 + (c % 7) as f64 / 8.0).collect::<Vec<_>>());
-        let b = rounded::<bf16>(&(0..cols).map(|c| (c % 5) as f64 / 4.0 - 0.5).collect::<Vec<_>>());
-        let shape = [x.len() / cols, cols];
-        let xt = on.upload(&host::<bf16>(&x, &shape)).unwrap();
-        let (wt, bt) = (
-            on.upload(&host::<bf16>(&w, &[cols])).unwrap(),
-            on.upload(&host::<bf16>(&b, &[cols])).unwrap(),
-        );
-        let mut y = on.zeros::<bf16>(&shape).unwrap();
+        let ([x, w, b], [xt, wt, bt]) = norm_operands::<bf16, B>(on, &x, cols);
+        let mut y = on.zeros::<bf16>(xt.shape()).unwrap();
         norm::run_layer_norm(on, &xt, &wt, &bt, &mut y, 1e-5).unwrap();
         let want = layer_norm_ref(&x, &w, &b, cols, 1e-5);
         assert_close(
@@ -319,6 +302,23 @@ fn norms_keep_precision_on_hard_rows<B: Backend>(on: &B) {
             1e-2,
         );
     }
+}
+
+/// A norm's rows, weight and bias, as values and as tensors.
+type NormOperands<B, T> = ([Vec<f64>; 3], [<B as Backend>::Tensor<T>; 3]);
+
+/// Rows `x` of `cols` columns with a norm's weight and bias, as `T` holds
+/// them (the reference sees the same values), and uploaded to `on`.
+fn norm_operands<T: Num, B: Backend>(on: &B, x: &[f64], cols: usize) -> NormOperands<B, T> {
+    let x = rounded::<T>(x);
+    let w = rounded::<T>(&(0..cols).map(|c| 1.0 + (c % 7) as f64 / 8.0).collect::<Vec<_>>());
+    let b = rounded::<T>(&(0..cols).map(|c| (c % 5) as f64 / 4.0 - 0.5).collect::<Vec<_>>());
+    let tensors = [
+        on.upload(&host::<T>(&x, &[x.len() / cols, cols])).unwrap(),
+        on.upload(&host::<T>(&w, &[cols])).unwrap(),
+        on.upload(&host::<T>(&b, &[cols])).unwrap(),
+    ];
+    ([x, w, b], tensors)
 }
 
 /// Two `Device`s of one GPU are two contexts: a tensor of one passed to
