@@ -60,9 +60,9 @@ pub use half::{bf16, f16};
 pub use tile_macros::kernel;
 pub use tile_runtime::{
     Arg, Backend, Cpu, CpuVersion, DType, Device, Element, Error, Event, Graph, Grid, HostArg, HostTensor,
-    HostTensorArg, KernelRef, KernelSpec, Packed, ParamSpec, Ptx, Result, Scalar, ShapeDim, Size, SizeOp, Stream,
-    Target, Tensor, TensorArg, TensorMap, TensorView, Tuned, Tuning, Variant, autotune, device_count, driver_present,
-    ptx, registered_kernels, select, testing,
+    HostTensorArg, KernelRef, KernelSpec, Packed, ParamSpec, PeerTensor, Ptx, Result, Scalar, ShapeDim, Size, SizeOp,
+    Stream, Target, Tensor, TensorArg, TensorMap, TensorView, Tuned, Tuning, Variant, autotune, device_count,
+    driver_present, ptx, registered_kernels, select, testing,
 };
 
 /// The names a program using tile usually needs.

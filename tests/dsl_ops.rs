@@ -1865,6 +1865,96 @@ fn acq_rel_tile_atomics_let_the_last_block_read_every_block(d: Option<Arc<Device
 
 /// After a `last_block_sums` launch: the count, the tickets, the misses and
 /// the total.
+/// A running sum handed from block to block: block `i` waits for block
+/// `i - 1` to signal `round`, adds its tile's sum to the sum that block
+/// left, and signals its own flag with `round` (a chained scan).
+#[tile::kernel(B = [128])]
+fn chained_sums<const B: usize>(
+    x: &Tensor<f32, { [N] }>,
+    sums: &mut Tensor<f32, { [G] }>,
+    flags: &mut Tensor<u32, { [G] }>,
+    round: u32,
+) {
+    let i = block_id(0);
+    let mut before = zeros::<f32>([1]);
+    if i > 0 {
+        flags.wait([i - 1], round);
+        before = sums.load([i - 1], [1]);
+    }
+    sums.store([i], before + x.load([i], [B]).sum(0));
+    flags.signal([i], round);
+}
+
+/// Waits for `flags[0]` to reach `v`.
+#[tile::kernel]
+fn waits_for(flags: &Tensor<u32, { [1] }>, v: u32) {
+    flags.wait([0], v);
+}
+
+/// `signal` and `wait` hand each block's running sum to the next, over
+/// rounds that wrap past `u32::MAX`; on the CPU, a wait nothing will
+/// satisfy is `Error::Deadlock`.
+fn signal_and_wait_chain_blocks(d: Option<Arc<Device>>) {
+    let s = gpu(&d);
+    let mut rng = Rng::new(61);
+    let blocks = 60;
+    let n = blocks * 128 - 41;
+    let x = host::<f32>(&rng.normals(n, 1.0), &[n]);
+    let xs = as_f64(&x);
+    let want: Vec<f64> = (0..blocks).map(|i| xs[..((i + 1) * 128).min(n)].iter().sum()).collect();
+    let rounds = [u32::MAX - 1, u32::MAX, 0, 1];
+    fn chain<B: tile::Backend>(
+        on: &B,
+        x: &HostTensor<f32>,
+        blocks: usize,
+        rounds: &[u32],
+    ) -> Vec<(Vec<f32>, Vec<u32>)> {
+        let x = on.upload(x).unwrap();
+        let mut flags = on
+            .upload(&HostTensor::from_vec(vec![u32::MAX - 2; blocks], &[blocks]).unwrap())
+            .unwrap();
+        let mut sums = on.zeros::<f32>(&[blocks]).unwrap();
+        rounds
+            .iter()
+            .map(|&r| {
+                chained_sums::launch::<128, _>(on, blocks as u32, &x, &mut sums, &mut flags, r).unwrap();
+                (
+                    on.download(&sums).unwrap().to_vec(),
+                    on.download(&flags).unwrap().to_vec(),
+                )
+            })
+            .collect()
+    }
+    let check = |what: &str, got: Vec<(Vec<f32>, Vec<u32>)>| {
+        for ((sums, flags), r) in got.into_iter().zip(rounds) {
+            assert!(flags.iter().all(|&f| f == r), "{what}: round {r}: flags {flags:?}");
+            let got: Vec<f64> = sums.iter().map(|&v| v as f64).collect();
+            assert_close(&format!("{what}: round {r}"), &got, &want, 1e-5);
+        }
+    };
+    check("CPU", chain(&Cpu, &x, blocks, &rounds));
+    let flag = |v: u32| HostTensor::from_vec(vec![v], &[1]).unwrap();
+    for (held, v) in [(5, 5), (5, 4), (0, u32::MAX), (u32::MAX, u32::MAX - 3)] {
+        waits_for::launch(&Cpu, 1, &flag(held), v).unwrap();
+    }
+    for (held, v) in [(5, 6), (u32::MAX, 0), (0, 1 << 31)] {
+        match waits_for::launch(&Cpu, 1, &flag(held), v) {
+            Err(tile::Error::Deadlock { kernel, reason }) => {
+                assert_eq!(kernel, "waits_for");
+                assert!(reason.contains("`flags`[0]"), "{reason}");
+            }
+            other => panic!("a CPU wait for {v} on a flag at {held} gave {other:?}"),
+        }
+    }
+    if let Some(s) = &s {
+        check("GPU", chain(s, &x, blocks, &rounds));
+        for (held, v) in [(5, 5), (5, 4), (0, u32::MAX)] {
+            waits_for::launch(s, 1, &s.upload(&flag(held)).unwrap(), v).unwrap();
+        }
+        s.synchronize().unwrap();
+    }
+}
+
 type Counted = (Vec<u32>, Vec<u32>, Vec<u32>, f32);
 
 /// `last_block_sums` launched `runs` times on `on` over `x` in `blocks`
@@ -1944,6 +2034,7 @@ fn main() -> ExitCode {
                 fetch_add_lets_the_last_block_read_every_block,
             ),
             Test::cpu_then_gpu("tile_atomics_give_old_values", tile_atomics_give_old_values),
+            Test::cpu_then_gpu("signal_and_wait_chain_blocks", signal_and_wait_chain_blocks),
             Test::cpu_then_gpu(
                 "acq_rel_tile_atomics_let_the_last_block_read_every_block",
                 acq_rel_tile_atomics_let_the_last_block_read_every_block,

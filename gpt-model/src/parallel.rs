@@ -12,9 +12,12 @@
 //! the logits, which [`TensorParallel`] joins on the host for sampling
 //! (a greedy or plain-temperature step joins each rank's pick instead).
 //!
-//! The all-reduce is NCCL's across GPUs (cudarc's `nccl`, one process
-//! driving the GPUs, one thread per GPU) and a host sum across CPU ranks,
-//! which tests the sharding without several GPUs.
+//! Across two GPUs with peer access, the all-reduce of a tensor that fits
+//! it (a decode step's) is the DSL's one-shot kernel
+//! ([`tile_kernels::collective`]), and NCCL's (cudarc's `nccl`, one
+//! process driving the GPUs, one thread per GPU) otherwise, or everywhere
+//! with `TILE_ALL_REDUCE=nccl`. Across CPU ranks it is a host sum, which
+//! tests the sharding without several GPUs.
 
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
@@ -28,6 +31,7 @@ use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
 use tile_kernels::argmax::Draw;
+use tile_kernels::collective::PairAllReduce;
 
 /// The part of a model one rank holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +176,23 @@ impl<T: Float + NcclType> AllReduce<Stream, T> for Nccl {
     }
 }
 
+/// One of two GPU ranks with peer access: the one-shot all-reduce for
+/// tensors it takes, NCCL's for larger ones.
+struct PeerSum<T: Float> {
+    pair: Mutex<PairAllReduce<T>>,
+    nccl: Nccl,
+}
+
+impl<T: Float + NcclType> AllReduce<Stream, T> for PeerSum<T> {
+    fn sum(&self, on: &Stream, x: &mut Tensor<T>) -> Result<()> {
+        if !PairAllReduce::<T>::fits(x.len()) {
+            return self.nccl.sum(on, x);
+        }
+        let mut pair = self.pair.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(pair.sum(x)?)
+    }
+}
+
 impl<T: Float + NcclType> Collective<T> for Stream {
     fn join(ranks: &[Stream]) -> Result<Vec<Box<dyn AllReduce<Stream, T>>>> {
         // SAFETY: only tries to load the library and drops the handle.
@@ -191,10 +212,34 @@ impl<T: Float + NcclType> Collective<T> for Stream {
         }
         let comms = Comm::from_devices(ranks.iter().map(|s| s.as_cudarc().clone()).collect())
             .map_err(|e| GptError::Parallel(format!("ncclCommInitAll failed: {e:?}")))?;
-        Ok(comms
-            .into_iter()
-            .map(|c| Box::new(Nccl(Mutex::new(SendComm(c)))) as Box<dyn AllReduce<Stream, T>>)
-            .collect())
+        let nccls = comms.into_iter().map(|c| Nccl(Mutex::new(SendComm(c))));
+        let nccl_only = match std::env::var("TILE_ALL_REDUCE").as_deref() {
+            Err(_) | Ok("one-shot") => false,
+            Ok("nccl") => true,
+            Ok(other) => {
+                return Err(GptError::Parallel(format!(
+                    "TILE_ALL_REDUCE is `{other}`: it takes `nccl` (NCCL's all-reduce everywhere) or `one-shot` (the default)"
+                )));
+            }
+        };
+        if let [a, b] = ranks
+            && !nccl_only
+            && a.can_access_peer(b)?
+            && b.can_access_peer(a)?
+        {
+            let pairs = PairAllReduce::<T>::join([a, b])?;
+            return Ok(pairs
+                .into_iter()
+                .zip(nccls)
+                .map(|(pair, nccl)| {
+                    Box::new(PeerSum {
+                        pair: Mutex::new(pair),
+                        nccl,
+                    }) as Box<dyn AllReduce<Stream, T>>
+                })
+                .collect());
+        }
+        Ok(nccls.map(|n| Box::new(n) as Box<dyn AllReduce<Stream, T>>).collect())
     }
 }
 

@@ -2,8 +2,9 @@
 //! prefill and decode logits within the dtype's tolerance (the row-parallel
 //! sums add in another order) and the same greedy tokens, on a ragged
 //! batch. On the CPU, ranks are threads of this process joined by a host
-//! all-reduce (TP = 2 and 3); on GPUs, NCCL joins GPUs 0 and 1, then
-//! 0 to 2 and 0 to 3 where the machine has them.
+//! all-reduce (TP = 2 and 3); on GPUs, the one-shot all-reduce (with NCCL
+//! for large tensors) joins GPUs 0 and 1, NCCL 0 to 2 and 0 to 3 where the
+//! machine has them.
 
 #[allow(dead_code)]
 #[path = "../../tests/common/harness.rs"]
@@ -16,6 +17,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device};
+use tile_kernels::collective::{CAPACITY, PairAllReduce};
 
 fn embedded() -> Checkpoint {
     Checkpoint::embedded().unwrap()
@@ -188,10 +190,77 @@ fn gpu_ranks_equal_one(devices: Vec<Arc<Device>>) {
     }
 }
 
+/// The DSL's one-shot all-reduce between GPUs 0 and 1: both ends get the
+/// elementwise sum, bit for bit what the host adds in f32 and rounds to
+/// the type, over ragged sizes (one element to [`CAPACITY`]) and several
+/// rounds of each (both inbox slots); a tensor over the capacity is a
+/// typed error that queues nothing.
+fn gpu_one_shot_all_reduce_sums_exactly(devices: Vec<Arc<Device>>) {
+    fn check<T: Float>(ends: &mut [PairAllReduce<T>; 2], on: [&tile::Stream; 2], seed: u64) {
+        let mut state = seed;
+        let mut random = |n: usize| -> Vec<T> {
+            (0..n)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    T::from(((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0).unwrap()
+                })
+                .collect()
+        };
+        for (len, shape) in [
+            (1, vec![1]),
+            (1000, vec![1000]),
+            (1600, vec![1, 1600]),
+            (3 * 1024 + 5, vec![3 * 1024 + 5]),
+            (25_600, vec![16, 1600]),
+            (CAPACITY, vec![CAPACITY]),
+        ] {
+            for round in 0..3 {
+                let parts = [random(len), random(len)];
+                let want: Vec<T> = (parts[0].iter().zip(&parts[1]))
+                    .map(|(a, b)| T::from(a.to_f32().unwrap() + b.to_f32().unwrap()).unwrap())
+                    .collect();
+                let mut xs: Vec<_> = (0..2).map(|r| on[r].upload_slice(&parts[r], &shape).unwrap()).collect();
+                // Queued on both GPUs before either waits for the other.
+                for (end, x) in ends.iter_mut().zip(&mut xs) {
+                    end.sum(x).unwrap();
+                    assert_eq!(x.shape(), &shape[..], "the shape is given back");
+                }
+                for (r, x) in xs.iter().enumerate() {
+                    let got = on[r].download(x).unwrap().to_vec();
+                    assert!(
+                        got.iter()
+                            .zip(&want)
+                            .all(|(g, w)| g.to_f32().map(f32::to_bits) == w.to_f32().map(f32::to_bits)),
+                        "{}: rank {r}, {len} elements, round {round}: not the host's sums",
+                        std::any::type_name::<T>()
+                    );
+                }
+            }
+        }
+        let mut big = on[0].zeros::<T>(&[CAPACITY + 1]).unwrap();
+        match ends[0].sum(&mut big) {
+            Err(tile::Error::Shape(m)) => assert!(m.contains("up to"), "{m}"),
+            other => panic!("{} elements: {other:?}", CAPACITY + 1),
+        }
+    }
+    let on = [devices[0].stream(), devices[1].stream()];
+    let on = [&on[0], &on[1]];
+    check::<f32>(&mut PairAllReduce::join(on).unwrap(), on, 1);
+    check::<bf16>(&mut PairAllReduce::join(on).unwrap(), on, 2);
+    check::<half::f16>(&mut PairAllReduce::join(on).unwrap(), on, 3);
+}
+
 fn main() -> ExitCode {
     harness::run([
         Test::new("cpu_two_and_three_ranks_equal_one", cpu_two_and_three_ranks_equal_one),
         Test::new("every_rank_needs_a_head", every_rank_needs_a_head),
+        Test::needing(
+            "gpu_one_shot_all_reduce_sums_exactly",
+            || gpus("gpu_one_shot_all_reduce_sums_exactly"),
+            gpu_one_shot_all_reduce_sums_exactly,
+        ),
         Test::needing(
             "gpu_ranks_equal_one",
             || gpus("gpu_ranks_equal_one"),

@@ -29,15 +29,18 @@ fn usizes(xs: &[usize]) -> TokenStream {
     quote!(&[#(#xs),*])
 }
 
-/// The body of a CPU function for one specialization. Parameter names are
-/// bound by the caller: tensors as `&HostTensor<T>` / `&mut HostTensor<T>`,
-/// scalars by value, `block` and `nblocks` as `[i32; 3]`.
+/// The body of a CPU function for one specialization, which returns
+/// `tile::Result<()>` (a `wait` that can't be met is an error). Parameter
+/// names are bound by the caller: tensors as `&HostTensor<T>` /
+/// `&mut HostTensor<T>`, scalars by value, `block` and `nblocks` as
+/// `[i32; 3]`.
 pub fn body(func: &Func) -> TokenStream {
     let cx = Cx {
         func,
         lazy: lazy_broadcasts(func),
     };
-    cx.ops(&func.body)
+    let ops = cx.ops(&func.body);
+    quote!(#ops ::core::result::Result::Ok(()))
 }
 
 struct Cx<'a> {
@@ -180,6 +183,19 @@ impl Cx<'_> {
             }
             // A hint for the GPU's L2: nothing to do on the CPU.
             OpKind::Prefetch { .. } => return quote!(),
+            OpKind::Signal { tensor, index, value } => {
+                let t = param_ident(func, *tensor);
+                let ix = index.iter().map(|i| v(*i));
+                let val = v(*value);
+                return quote!(#cpu::signal(#t, &[#(#ix),*], #val););
+            }
+            OpKind::Wait { tensor, index, value } => {
+                let t = param_ident(func, *tensor);
+                let name = t.to_string();
+                let ix = index.iter().map(|i| v(*i));
+                let val = v(*value);
+                return quote!(#cpu::wait((KERNEL.name, #name), #t, &[#(#ix),*], #val)?;);
+            }
             OpKind::Store { tensor, index, value } => {
                 let t = param_ident(func, *tensor);
                 let ix = index.iter().map(|i| v(*i));

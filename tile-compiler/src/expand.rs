@@ -324,7 +324,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             .collect();
         quote! {
             #[allow(unused_variables, unused_mut, unused_parens, non_snake_case, clippy::all)]
-            fn #fname(block: [i32; 3], nblocks: [i32; 3], #(#concrete),*) {
+            fn #fname(block: [i32; 3], nblocks: [i32; 3], #(#concrete),*) -> ::tile::Result<()> {
                 #body
             }
         }
@@ -360,7 +360,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                     for block_y in 0..grid.y {
                         for block_x in 0..grid.x {
                             let block = [block_x as i32, block_y as i32, block_z as i32];
-                            #fname(block, nblocks, #(#arg_idents),*);
+                            #fname(block, nblocks, #(#arg_idents),*)?;
                         }
                     }
                 }

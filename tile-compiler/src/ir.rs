@@ -221,6 +221,23 @@ pub enum OpKind {
         index: Vec<ValueId>,
         value: ValueId,
     },
+    /// Sets one element to the scalar `value`, once for the block, after
+    /// the block's stores before it: a release at system scope, seen by
+    /// other GPUs (peer memory) and the host. Nothing out of bounds.
+    Signal {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+    },
+    /// The block waits until one element has reached the scalar `value`
+    /// (`element - value`, as i32, is not negative: counters may wrap),
+    /// then acquires at system scope: it sees what the signaller stored
+    /// before signalling. Nothing out of bounds.
+    Wait {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+    },
     /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
     Scatter {
         tensor: usize,
@@ -319,9 +336,11 @@ impl OpKind {
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
-            Store { index, value, .. } | Scatter { index, value, .. } | FetchAdd { index, value, .. } => {
-                index.iter().copied().chain([*value]).collect()
-            }
+            Store { index, value, .. }
+            | Scatter { index, value, .. }
+            | FetchAdd { index, value, .. }
+            | Signal { index, value, .. }
+            | Wait { index, value, .. } => index.iter().copied().chain([*value]).collect(),
             Atomic {
                 index, value, compare, ..
             } => index.iter().copied().chain([*value]).chain(*compare).collect(),
@@ -358,7 +377,11 @@ impl OpKind {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);
             }
-            Store { index, value, .. } | Scatter { index, value, .. } | FetchAdd { index, value, .. } => {
+            Store { index, value, .. }
+            | Scatter { index, value, .. }
+            | FetchAdd { index, value, .. }
+            | Signal { index, value, .. }
+            | Wait { index, value, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *value = f(*value);
             }
@@ -402,7 +425,8 @@ impl OpKind {
     }
 
     /// True when the op acts beyond its results: it writes memory
-    /// (`store`, `scatter`, atomics) or asks L2 for it (`prefetch`). Such
+    /// (`store`, `scatter`, atomics, `signal`), asks L2 for it
+    /// (`prefetch`) or waits for it (`wait`). Such
     /// ops stay though nothing reads them.
     pub fn has_effect(&self) -> bool {
         matches!(
@@ -412,6 +436,8 @@ impl OpKind {
                 | OpKind::Atomic { .. }
                 | OpKind::Prefetch { .. }
                 | OpKind::FetchAdd { .. }
+                | OpKind::Signal { .. }
+                | OpKind::Wait { .. }
         )
     }
 

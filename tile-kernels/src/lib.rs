@@ -13,6 +13,7 @@
 
 pub mod argmax;
 pub mod attention;
+pub mod collective;
 pub mod decode;
 pub mod elementwise;
 pub mod embedding;

@@ -4,8 +4,8 @@
 //! out-of-bounds loads, dropped out-of-bounds stores). Math functions are
 //! the exact ones, so the GPU's approximations are measured against them.
 
-use crate::Element;
 use crate::host::HostTensor;
+use crate::{Element, Error};
 
 pub mod ops;
 
@@ -167,6 +167,39 @@ pub fn fetch_add<T: Element + ops::Arith>(t: &mut HostTensor<T>, index: &[i32], 
             old
         }
         None => T::default(),
+    }
+}
+
+/// Sets one element to `v` (nothing when out of bounds): a block's `signal`.
+pub fn signal<T: Element>(t: &mut HostTensor<T>, index: &[i32], v: T) {
+    let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    if t.checked(&g).is_some() {
+        t.checked_set(&g, v);
+    }
+}
+
+/// A block's `wait` for one element of `kernel`'s tensor `param` to reach
+/// `v` (the difference, wrapped to i32, not negative; out of bounds, no
+/// wait). On the CPU blocks run one after another and nothing else writes
+/// a launch's tensors while it runs, so an element that has not reached
+/// `v` never will: that is [`Error::Deadlock`], not a hang.
+pub fn wait<T: Element + Into<i64>>(
+    (kernel, param): (&'static str, &'static str),
+    t: &HostTensor<T>,
+    index: &[i32],
+    v: T,
+) -> crate::Result<()> {
+    let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    match t.checked(&g) {
+        Some(e) if ((e.into() - v.into()) as u32 as i32) < 0 => Err(Error::Deadlock {
+            kernel,
+            reason: format!(
+                "a block waits for `{param}`{index:?} to reach {}, and it holds {}: on the CPU blocks run one after another and nothing else writes a launch's tensors, so it never would",
+                v.into(),
+                e.into()
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -123,6 +123,14 @@ pub enum Error {
         /// What is wrong with the arguments.
         reason: String,
     },
+    /// A CPU launch whose block waits (`wait`) for a flag that nothing
+    /// left to run would set.
+    Deadlock {
+        /// The kernel launched.
+        kernel: &'static str,
+        /// Which flag, and what it holds.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -191,7 +199,7 @@ impl fmt::Display for Error {
                 f,
                 "{kernel}: tensor `{param}` was allocated on another device or context than the stream"
             ),
-            Error::Argument { kernel, reason } => write!(f, "{kernel}: {reason}"),
+            Error::Argument { kernel, reason } | Error::Deadlock { kernel, reason } => write!(f, "{kernel}: {reason}"),
         }
     }
 }

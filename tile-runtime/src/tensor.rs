@@ -57,6 +57,20 @@ impl<T: Element> Tensor<T> {
         &mut self.buf
     }
 
+    /// A tensor of `buf` with `shape` and `strides`, which the caller has checked.
+    pub(crate) fn from_parts(buf: CudaSlice<T>, shape: &[usize], strides: &[usize]) -> Tensor<T> {
+        Tensor {
+            buf,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        }
+    }
+
+    /// The underlying buffer, the tensor given up.
+    pub(crate) fn into_cudarc(self) -> CudaSlice<T> {
+        self.buf
+    }
+
     /// The same buffer seen with another contiguous shape of equal size.
     pub fn reshape(mut self, shape: &[usize]) -> Result<Tensor<T>> {
         self.reshape_in_place(shape)?;

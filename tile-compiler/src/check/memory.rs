@@ -267,32 +267,15 @@ impl<'k> Checker<'k> {
     pub(super) fn fetch_add(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
         Self::arg_count(args, 2, "fetch_add", "n.fetch_add([i], 1)", span)?;
         let (p, dtype) = self.writable(t, "fetch_add", span)?;
-        if !dtype.is_int() {
-            bail!(
-                span,
-                "`fetch_add` counts in i32 or u32 tensors, and `{}` holds {dtype}: to add float tiles, use `atomic_add(indices, values)`",
-                p.name
-            );
-        }
-        let index = self.index(&args[0])?;
-        self.use_rank(t, index.len(), span)?;
-        let v = self.expr(&args[1])?;
-        let value = self.concrete(v, Some(dtype), args[1].span())?;
-        let ty = self.ty(value).clone();
-        if ty.shape.is_some() {
-            bail!(
-                args[1].span(),
-                "`fetch_add` adds one block-uniform scalar, not a {ty}: to add each element of a tile, use `atomic_add(indices, values)`"
-            );
-        }
-        if ty.dtype != dtype {
-            bail!(
-                args[1].span(),
-                "the value is {} but `{}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
-                ty.dtype,
-                p.name
-            );
-        }
+        let name = p.name.to_string();
+        let rules = ScalarRules {
+            what: "fetch_add",
+            works: "counts in i32 or u32 tensors",
+            int_fix: "to add float tiles, use `atomic_add(indices, values)`",
+            takes: "adds",
+            scalar_fix: "to add each element of a tile, use `atomic_add(indices, values)`",
+        };
+        let (index, value) = self.element_scalar(t, (&name, dtype), args, &rules, span)?;
         Ok(Val::Value(self.push(
             OpKind::FetchAdd {
                 tensor: t,
@@ -302,6 +285,77 @@ impl<'k> Checker<'k> {
             Some(Ty::scalar(dtype)),
             span,
         )))
+    }
+
+    /// `flags.signal([i], v)` (`signal`) or `flags.wait([i], v)`. A
+    /// signal: the block, once, sets one element of an integer tensor to
+    /// the scalar `v`, after everything it stored before (a release at
+    /// system scope: other GPUs and the host see those stores first). A
+    /// wait: the block waits until the element has reached `v`, then sees
+    /// what the block or GPU that signalled it stored before (an acquire
+    /// at system scope).
+    pub(super) fn flag(&mut self, t: usize, args: &[Expr], signal: bool, span: Span) -> Result<Val> {
+        let what = if signal { "signal" } else { "wait" };
+        Self::arg_count(args, 2, what, &format!("flags.{what}([i], v)"), span)?;
+        let (p, dtype) = match signal {
+            true => self.writable(t, what, span)?,
+            false => {
+                let (p, dtype, _) = self.tensor_param(t);
+                (p, dtype)
+            }
+        };
+        let name = p.name.to_string();
+        let (index, value) = self.element_scalar(t, (&name, dtype), args, &flag_rules(what), span)?;
+        let tensor = t;
+        let op = match signal {
+            true => OpKind::Signal { tensor, index, value },
+            false => OpKind::Wait { tensor, index, value },
+        };
+        self.push(op, None, span);
+        Ok(Val::Unit)
+    }
+
+    /// The element index and the block-uniform scalar of a one-element
+    /// operation (`fetch_add`, `signal`, `wait`) on tensor `t` (`name` of
+    /// `dtype`): an i32 or u32 tensor and a scalar of its type, or the
+    /// error `rules` word.
+    fn element_scalar(
+        &mut self,
+        t: usize,
+        (name, dtype): (&str, DType),
+        args: &[Expr],
+        rules: &ScalarRules,
+        span: Span,
+    ) -> Result<(Vec<ValueId>, ValueId)> {
+        let ScalarRules {
+            what,
+            works,
+            int_fix,
+            takes,
+            scalar_fix,
+        } = rules;
+        if !dtype.is_int() {
+            bail!(span, "`{what}` {works}, and `{name}` holds {dtype}: {int_fix}");
+        }
+        let index = self.index(&args[0])?;
+        self.use_rank(t, index.len(), span)?;
+        let v = self.expr(&args[1])?;
+        let value = self.concrete(v, Some(dtype), args[1].span())?;
+        let ty = self.ty(value).clone();
+        if ty.shape.is_some() {
+            bail!(
+                args[1].span(),
+                "`{what}` {takes} one block-uniform scalar, not a {ty}: {scalar_fix}"
+            );
+        }
+        if ty.dtype != dtype {
+            bail!(
+                args[1].span(),
+                "the value is {} but `{name}` holds {dtype}: cast first, `v.cast::<{dtype}>()`",
+                ty.dtype
+            );
+        }
+        Ok((index, value))
     }
 
     /// The tile-grid index and the tile shape of `x.load(index, shape)`
@@ -416,5 +470,27 @@ impl<'k> Checker<'k> {
             span,
         );
         Ok(Val::Unit)
+    }
+}
+
+/// How the errors of a one-element operation (`Checker::element_scalar`)
+/// word its rules: "`{what}` {works}, and `x` holds f32: {int_fix}", and
+/// "`{what}` {takes} one block-uniform scalar, not a tile ..: {scalar_fix}".
+struct ScalarRules {
+    what: &'static str,
+    works: &'static str,
+    int_fix: &'static str,
+    takes: &'static str,
+    scalar_fix: &'static str,
+}
+
+/// The rules of `signal` and `wait`.
+fn flag_rules(what: &'static str) -> ScalarRules {
+    ScalarRules {
+        what,
+        works: "works on u32 or i32 flags",
+        int_fix: "declare the flags `&mut Tensor<u32, { [F] }>`",
+        takes: "takes",
+        scalar_fix: "a block signals or waits for one flag at a time",
     }
 }

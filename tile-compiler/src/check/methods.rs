@@ -51,6 +51,8 @@ impl Checker<'_> {
                 "atomic_exch" => self.atomic(t, args, AtomicOp::Exch, span),
                 "atomic_cas" => self.atomic(t, args, AtomicOp::Cas, span),
                 "fetch_add" => self.fetch_add(t, args, span),
+                "signal" => self.flag(t, args, true, span),
+                "wait" => self.flag(t, args, false, span),
                 "store" => self.store(t, args, span),
                 "prefetch" => self.prefetch(t, args, span),
                 "shape" => {
@@ -82,7 +84,7 @@ impl Checker<'_> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, atomic_max, atomic_min, atomic_exch, atomic_cas, fetch_add, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, atomic_max, atomic_min, atomic_exch, atomic_cas, fetch_add, signal, wait, get and shape"
                 ),
             };
         }
@@ -324,7 +326,7 @@ impl Checker<'_> {
                 )))
             }
             "load" | "store" | "prefetch" | "gather" | "scatter" | "atomic_add" | "atomic_max" | "atomic_min"
-            | "atomic_exch" | "atomic_cas" | "fetch_add" | "get" | "shape" => {
+            | "atomic_exch" | "atomic_cas" | "fetch_add" | "signal" | "wait" | "get" | "shape" => {
                 bail!(
                     recv.span(),
                     "`.{name}` is a tensor method, but this is a tile or scalar"

@@ -43,6 +43,14 @@ impl Lower<'_> {
             OpKind::Const(c) => vec![self.constant(*c, self.dtype(r.expect("result")))],
             OpKind::Get { tensor, index } => vec![self.get(*tensor, index)],
             OpKind::FetchAdd { tensor, index, value } => vec![self.fetch_add(*tensor, index, *value)],
+            OpKind::Signal { tensor, index, value } => {
+                self.signal(*tensor, index, *value);
+                vec![]
+            }
+            OpKind::Wait { tensor, index, value } => {
+                self.wait(*tensor, index, *value);
+                vec![]
+            }
             OpKind::Splat(s) => {
                 let n = self.layout(r.expect("result")).num_regs();
                 vec![self.scalar(*s); n]

@@ -48,7 +48,11 @@ impl Lower<'_> {
         } else {
             arith_type(param.dtype)
         };
-        let nc = if param.mutable { "" } else { ".nc" };
+        let nc = if param.mutable || self.plan.coherent_reads {
+            ""
+        } else {
+            ".nc"
+        };
         self.emit(format!("@{pred} ld.global{nc}.{ty} {d}, [{a}];"));
         d
     }
@@ -128,6 +132,49 @@ impl Lower<'_> {
         let got = self.reg(RegClass::B32);
         self.emit(format!("ld.shared.b32 {got}, [{base}];"));
         got
+    }
+
+    /// A block's `signal`: after a barrier (the block's stores before it
+    /// are done), its first thread stores the value with a release at
+    /// system scope, which orders those stores ahead of it for every
+    /// observer: other blocks, other GPUs through peer memory, the host.
+    pub(super) fn signal(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
+        let v = self.scalar(value);
+        let (a, inside) = self.element_address(t, &coords);
+        let sets = self.first_thread_and(&inside);
+        self.barrier();
+        self.emit(format!("@{sets} st.release.sys.global.b32 [{a}], {v};"));
+    }
+
+    /// A block's `wait`: its first thread reads the element with acquire
+    /// loads at system scope until it has reached the value (the
+    /// difference, as i32, is not negative, so a counter may wrap), and a
+    /// barrier holds the block's other threads until then: every access
+    /// after it follows the acquire.
+    pub(super) fn wait(&mut self, t: usize, index: &[ValueId], value: ValueId) {
+        let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
+        let v = self.scalar(value);
+        let (a, inside) = self.element_address(t, &coords);
+        let waits = self.first_thread_and(&inside);
+        let (poll, done) = (self.label("poll"), self.label("signalled"));
+        let (seen, behind) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
+        self.emit(format!("@!{waits} bra {done};"));
+        self.emit(format!("{poll}:"));
+        self.emit(format!("ld.acquire.sys.global.b32 {seen}, [{a}];"));
+        self.emit(format!("sub.s32 {seen}, {seen}, {v};"));
+        self.emit(format!("setp.lt.s32 {behind}, {seen}, 0;"));
+        self.emit(format!("@{behind} bra {poll};"));
+        self.emit(format!("{done}:"));
+        self.barrier();
+    }
+
+    /// A predicate: this is the block's first thread, and `pred` holds.
+    fn first_thread_and(&mut self, pred: &str) -> String {
+        let (first, both) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+        self.emit(format!("setp.eq.u32 {first}, {}, 0;", self.tid));
+        self.emit(format!("and.pred {both}, {first}, {pred};"));
+        both
     }
 
     pub(super) fn gather(&mut self, t: usize, index: &[ValueId], pad: ValueId) -> Vec<String> {
@@ -396,7 +443,11 @@ impl Lower<'_> {
         let l = self.layout(result);
         let param = self.func.tensor(t).clone();
         let dtype = param.dtype;
-        let nc = if param.mutable { "" } else { ".nc" };
+        let nc = if param.mutable || self.plan.coherent_reads {
+            ""
+        } else {
+            ".nc"
+        };
         let pad = self.scalar(pad);
         let accesses = self.accesses(t, index, l, false);
         let mut regs = vec![String::new(); l.num_regs()];

@@ -24,7 +24,18 @@ fn touches_memory(op: &Op) -> bool {
         | OpKind::Store { .. }
         | OpKind::Scatter { .. }
         | OpKind::Atomic { .. }
-        | OpKind::FetchAdd { .. } => true,
+        | OpKind::FetchAdd { .. }
+        | OpKind::Signal { .. }
+        | OpKind::Wait { .. } => true,
         k => k.bodies().iter().any(|b| b.iter().any(touches_memory)),
     }
+}
+
+/// Whether the kernel waits for stores made while it runs (`wait`): other
+/// blocks' or other GPUs'. Such a kernel reads its read-only tensors
+/// through coherent loads, not the non-coherent path (`ld.global.nc`),
+/// which may return lines cached before the stores it waited for.
+pub fn waits_for_stores(body: &[Op]) -> bool {
+    body.iter()
+        .any(|op| matches!(op.kind, OpKind::Wait { .. }) || op.kind.bodies().iter().any(|b| waits_for_stores(b)))
 }

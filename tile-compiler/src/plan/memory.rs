@@ -284,6 +284,7 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             min_blocks,
             persistent: how.persistent,
             waits_at: super::dependency::waits_at(&cx.func.body),
+            coherent_reads: super::dependency::waits_for_stores(&cx.func.body),
         });
     }
 }

@@ -175,4 +175,7 @@ pub struct Plan {
     /// kernel's memory ([`dependency`]); persistent and warp-specialized
     /// kernels wait at their start.
     pub waits_at: usize,
+    /// Whether read-only tensors are read through coherent loads: the
+    /// kernel waits for stores made while it runs ([`dependency`]).
+    pub coherent_reads: bool,
 }
