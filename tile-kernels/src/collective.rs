@@ -10,8 +10,10 @@ use tile::{Element, PeerTensor, Stream, Tensor};
 /// `x += the peer's x`, for one of two ranks, `BLOCK` elements a block:
 /// each block puts its elements in the peer's `inbox` and signals the
 /// peer's `arrived` with its round (its calls so far, counted in
-/// `rounds`), waits for the peer's signal of the same round on its own
-/// `arrived`, and adds the peer's elements. The inbox has two slots, taken
+/// `rounds`: only block `b` touches `rounds[b]`, and a launch touches
+/// memory after the one before it ends, so no atomic is needed), waits
+/// for the peer's signal of the same round on its own `arrived`, and adds
+/// the peer's elements. The inbox has two slots, taken
 /// by the round's parity: a peer a call ahead writes the other slot, and
 /// can't get two ahead before this block's next signal. Both ranks add the
 /// same two numbers, so they end with the same bits.
@@ -25,7 +27,8 @@ pub fn all_reduce_pair<T, const BLOCK: usize>(
     rounds: &mut Tensor<u32, { [F] }>,
 ) {
     let b = block_id(0);
-    let round = rounds.fetch_add([b], 1u32) + 1;
+    let round = rounds.get([b]) + 1;
+    rounds.store([b], full([1], round));
     let slot = (round % 2) as i32;
     let mine = x.load([b], [BLOCK]);
     peer_inbox.store([slot, b], mine.reshape([1, BLOCK]));

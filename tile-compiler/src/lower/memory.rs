@@ -134,37 +134,46 @@ impl Lower<'_> {
         got
     }
 
-    /// A block's `signal`: after a barrier (the block's stores before it
-    /// are done), its first thread stores the value with a release at
-    /// system scope, which orders those stores ahead of it for every
-    /// observer: other blocks, other GPUs through peer memory, the host.
+    /// A block's `signal`: every thread fences at system scope (its stores
+    /// before, peer memory's included, are performed for every observer),
+    /// a barrier waits for them all, and the first thread stores the value
+    /// with a release at system scope. One thread's release after a barrier
+    /// does not cover the other warps' stores to another GPU's memory, which
+    /// may still be on the link: a one-thread signal after stores by
+    /// several warps into peer memory let the peer read stale tiles.
     pub(super) fn signal(&mut self, t: usize, index: &[ValueId], value: ValueId) {
         let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
         let v = self.scalar(value);
         let (a, inside) = self.element_address(t, &coords);
         let sets = self.first_thread_and(&inside);
+        self.emit("fence.acq_rel.sys;");
         self.barrier();
         self.emit(format!("@{sets} st.release.sys.global.b32 [{a}], {v};"));
     }
 
-    /// A block's `wait`: its first thread reads the element with acquire
+    /// A block's `wait`: its first warp reads the element with acquire
     /// loads at system scope until it has reached the value (the
     /// difference, as i32, is not negative, so a counter may wrap), and a
-    /// barrier holds the block's other threads until then: every access
-    /// after it follows the acquire.
+    /// barrier holds the block's other warps until then: every access
+    /// after it follows the acquire. The warp votes on each read, so its
+    /// loop is uniform (`bra.uni`): a loop of one thread diverges, and
+    /// ptxas keeps its reconvergence state on the stack.
     pub(super) fn wait(&mut self, t: usize, index: &[ValueId], value: ValueId) {
         let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
         let v = self.scalar(value);
         let (a, inside) = self.element_address(t, &coords);
-        let waits = self.first_thread_and(&inside);
+        let (first_warp, waits) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
+        self.emit(format!("setp.lt.u32 {first_warp}, {}, 32;", self.tid));
+        self.emit(format!("and.pred {waits}, {first_warp}, {inside};"));
         let (poll, done) = (self.label("poll"), self.label("signalled"));
         let (seen, behind) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
-        self.emit(format!("@!{waits} bra {done};"));
+        self.emit(format!("@!{waits} bra.uni {done};"));
         self.emit(format!("{poll}:"));
         self.emit(format!("ld.acquire.sys.global.b32 {seen}, [{a}];"));
         self.emit(format!("sub.s32 {seen}, {seen}, {v};"));
         self.emit(format!("setp.lt.s32 {behind}, {seen}, 0;"));
-        self.emit(format!("@{behind} bra {poll};"));
+        self.emit(format!("vote.sync.any.pred {behind}, {behind}, 0xffffffff;"));
+        self.emit(format!("@{behind} bra.uni {poll};"));
         self.emit(format!("{done}:"));
         self.barrier();
     }
