@@ -56,8 +56,9 @@ struct Args {
     /// Run the kernels' CPU versions even when a GPU is present.
     #[arg(long, conflicts_with = "gpus")]
     cpu: bool,
-    /// Split the model over this many GPUs (tensor parallelism through
-    /// NCCL: GPUs 0 to N-1).
+    /// Split the model over this many GPUs (tensor parallelism: GPUs 0 to
+    /// N-1; two NVLink GPUs sum a decode step's partial results with the
+    /// DSL's one-shot all-reduce, the rest goes through NCCL).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     gpus: Option<u32>,
     /// Keep generating past the end-of-text token, to the length asked for
