@@ -11,13 +11,14 @@
 //! end. A long `BK` gives each thread several independent loads in flight,
 //! which is what streams weights when a layer has few blocks per SM. The
 //! tuner picks `BN` and `BK` per size class of `[M, K, N]`, and `BM` among
-//! those that take every row in one block ([`run`]). Each block first asks
+//! those that take every row in one block ([`run`]), timing them with the
+//! weights cold, as a decode step reads them (`tile::autotune::tune_cold`). Each block first asks
 //! L2 for its weights (`prefetch`): that runs while the previous kernel on
 //! the stream ends, since the weights are no kernel's output.
 //! Products and sums are in f32, so f32 layers are IEEE f32 here.
 
 use crate::matmul::LinearOperands;
-use tile::autotune::{size_class, tune};
+use tile::autotune::{size_class, tune_cold};
 use tile::{Backend, Element, KernelSpec, TensorView, Tuned};
 
 /// The most rows for which [`crate::matmul::run_linear`] and
@@ -33,6 +34,8 @@ pub const MAX_ROWS: usize = 16;
     grid = cdiv(N, BN) * cdiv(M, BM),
     key = [M, K, N],
     configs = [
+        (BM = 1, BN = 1, BK = 4096),
+        (BM = 1, BN = 2, BK = 2048),
         (BM = 1, BN = 2, BK = 1024),
         (BM = 1, BN = 4, BK = 1024),
         (BM = 1, BN = 8, BK = 512),
@@ -80,6 +83,8 @@ pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize>(
     grid = cdiv(N, BN) * cdiv(M, BM),
     key = [M, K, N],
     configs = [
+        (BM = 1, BN = 1, BK = 4096),
+        (BM = 1, BN = 2, BK = 2048),
         (BM = 1, BN = 2, BK = 1024),
         (BM = 1, BN = 4, BK = 1024),
         (BM = 1, BN = 8, BK = 512),
@@ -253,8 +258,8 @@ pub fn run<T: Element, B: Backend>(
     gelu: bool,
 ) -> tile::Result<Tuned> {
     let (candidates, key) = whole_rows::<T>(&gemv::KERNEL, x.shape(), w.shape());
-    tune(on, &key, &candidates, |c| {
-        gemv::run_with(on, c, x, w, b, y, gelu as i32)
+    tune_cold(on, &key, &candidates, spare_weights(on, w), |c, spare| {
+        gemv::run_with(on, c, x, spare.unwrap_or(w), b, y, gelu as i32)
     })
 }
 
@@ -266,16 +271,25 @@ pub fn run_residual<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
 ) -> tile::Result<Tuned> {
     let (candidates, key) = whole_rows::<T>(&gemv_residual::KERNEL, x.shape(), w.shape());
-    tune(on, &key, &candidates, |c| {
-        gemv_residual::run_with(on, c, x, w, b, residual, y)
+    tune_cold(on, &key, &candidates, spare_weights(on, w), |c, spare| {
+        gemv_residual::run_with(on, c, x, spare.unwrap_or(w), b, residual, y)
     })
+}
+
+/// The weights' shape and spare tensors of it, for [`tune_cold`]: a
+/// decode step finds its weights in DRAM, not in L2, and the tiles that
+/// stream them fastest from DRAM are not the fastest from L2.
+fn spare_weights<'a, T: Element, B: Backend>(
+    on: &'a B,
+    w: &'a B::Tensor<T>,
+) -> (&'a [usize], impl FnMut() -> tile::Result<B::Tensor<T>> + 'a) {
+    (w.shape(), move || on.zeros::<T>(w.shape()))
 }
 
 /// The configurations of `kernel` for `x: [M, K]` and `w: [N, K]` whose
 /// blocks take all M rows (`BM` ≥ M; all for more rows than any `BM`),
 /// and the tuning key: the kernel, the element type and the size classes
-/// of M, K and N. Blocks that split the rows would each read the weights:
-/// the tuner, whose launches find them in L2, would not see that cost.
+/// of M, K and N. Blocks that split the rows would each read the weights.
 fn whole_rows<T: Element>(kernel: &KernelSpec, x: &[usize], w: &[usize]) -> (Vec<Tuned>, String) {
     let all = kernel.candidates(&[T::DTYPE], false);
     let m = x.first().copied().unwrap_or(0) as i64;
@@ -297,7 +311,8 @@ pub fn run_layer_norm<T: Element, B: Backend>(
     gelu: bool,
 ) -> tile::Result<Tuned> {
     let (candidates, key) = whole_rows::<T>(&gemv_layer_norm::KERNEL, x.shape(), w.shape());
-    tune(on, &key, &candidates, |c| {
+    tune_cold(on, &key, &candidates, spare_weights(on, w), |c, spare| {
+        let w = spare.unwrap_or(w);
         gemv_layer_norm::run_with(on, c, x, ln_w, w, &fold.scale, &fold.shift, y, gelu as i32, eps)
     })
 }

@@ -64,7 +64,7 @@ pub fn run_linear<T: Element, B: Backend>(
     y: &mut B::Tensor<T>,
     gelu: bool,
 ) -> tile::Result<LinearTile> {
-    few_rows_or_not::<T, B>(on, ("linear", x, w), y, |family, y| match family {
+    few_rows_or_not::<T, B>(on, ("linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run(on, (x, w, b), y, gelu),
         Family::TensorCores => linear::run(on, x, w, b, y, gelu as i32),
     })
@@ -77,7 +77,7 @@ pub fn run_linear_residual<T: Element, B: Backend>(
     residual: &B::Tensor<T>,
     y: &mut B::Tensor<T>,
 ) -> tile::Result<LinearTile> {
-    few_rows_or_not::<T, B>(on, ("linear_residual", x, w), y, |family, y| match family {
+    few_rows_or_not::<T, B>(on, ("linear_residual", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_residual(on, (x, w, b), residual, y),
         Family::TensorCores => linear_residual::run(on, x, w, b, residual, y),
     })
@@ -100,7 +100,7 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
     normed: &mut B::Tensor<T>,
 ) -> tile::Result<LinearTile> {
     let (x, ln_w, ln_b, eps) = norm;
-    few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, y| match family {
+    few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
         Family::TensorCores => {
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
@@ -112,19 +112,21 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
 /// Runs the [`Family::TensorCores`] kernel (`run` runs a family's tuned
 /// tile into `y`), or, where `x: [M, K]` has at most [`gemv::MAX_ROWS`]
 /// rows, whichever family the tuner finds faster for the problem class of
-/// `layer` (the name it is tuned under) with weights `w: [N, K]`. The
+/// `layer` (the name it is tuned under) with weights `w: [N, K]`, timed
+/// with the weights cold (spares of `w`'s shape, which `run` takes in its
+/// place), as a decode step reads them. The
 /// tensor cores come first, which the CPU runs untimed: their CPU
 /// version's large tiles run faster there than `gemv`'s.
 fn few_rows_or_not<T: Element, B: Backend>(
     on: &B,
     (layer, x, w): (&str, &B::Tensor<T>, &B::Tensor<T>),
     y: &mut B::Tensor<T>,
-    mut run: impl FnMut(Family, &mut B::Tensor<T>) -> tile::Result<Tuned>,
+    mut run: impl FnMut(Family, &B::Tensor<T>, &mut B::Tensor<T>) -> tile::Result<Tuned>,
 ) -> tile::Result<LinearTile> {
     let (m, k, n) = match (x.shape(), w.shape()) {
         (&[m, k], &[n, _]) if m <= gemv::MAX_ROWS => (m, k, n),
         // More rows, or not a layer (the tensor-core kernel's checks say what is wrong).
-        _ => return run(Family::TensorCores, y).map(|t| Family::TensorCores.ran(t)),
+        _ => return run(Family::TensorCores, w, y).map(|t| Family::TensorCores.ran(t)),
     };
     let classes = [m, k, n].map(|d| tile::autotune::size_class(d).to_string());
     let key = format!(
@@ -134,10 +136,18 @@ fn few_rows_or_not<T: Element, B: Backend>(
         classes.join("x")
     );
     let mut ran = None;
-    tile::autotune::tune(on, &key, &[Family::TensorCores, Family::Gemv], |family| {
-        ran = Some(family.ran(run(family, y)?));
-        Ok(())
-    })?;
+    // Timed with the weights cold, as a decode step reads them.
+    let spares = (w.shape(), || on.zeros::<T>(w.shape()));
+    tile::autotune::tune_cold(
+        on,
+        &key,
+        &[Family::TensorCores, Family::Gemv],
+        spares,
+        |family, spare| {
+            ran = Some(family.ran(run(family, spare.unwrap_or(w), y)?));
+            Ok(())
+        },
+    )?;
     Ok(ran.expect("the tuner runs its choice last"))
 }
 

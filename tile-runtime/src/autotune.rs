@@ -12,7 +12,7 @@
 //! Tuning runs the kernel several times on the caller's buffers: only tune
 //! launches whose result doesn't depend on what the output held before.
 
-use crate::{Backend, Result};
+use crate::{Backend, Element, Result};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 use std::io::Write;
@@ -165,28 +165,92 @@ pub fn tune<B: Backend, C: Copy + Display>(
     candidates: &[C],
     mut run: impl FnMut(C) -> Result<()>,
 ) -> Result<C> {
+    timed(on, key, candidates, 0, |c, _| run(c))
+}
+
+/// Which launch of a candidate [`timed`] asks for.
+#[derive(Clone, Copy)]
+enum Launch {
+    /// The untimed first run, before the timed ones are recorded.
+    First,
+    /// The `i`th recorded launch.
+    Timed(usize),
+    /// The chosen candidate's last run, on the caller's operands.
+    Chosen,
+}
+
+/// [`tune`] for a launch that reads an operand no kernel before it leaves
+/// in L2, as a decode step reads its weights: the timed launches take
+/// turns over spare tensors of the operand's shape (`spare()` makes one,
+/// its contents unread by the timing), enough of them to overflow L2, so
+/// that none finds its operand there. Timed hot, a tile that is fastest
+/// from L2 wins where another streams from DRAM faster. `run(candidate,
+/// None)` launches on the caller's operand, `Some(t)` on a spare. Spares
+/// are made only when there is something to time, and freed after; where
+/// they don't fit in memory, the candidates are timed hot. The choices
+/// are cached apart from [`tune`]'s (`|cold` ends the key).
+pub fn tune_cold<B: Backend, C: Copy + Display, T: Element>(
+    on: &B,
+    key: &str,
+    candidates: &[C],
+    (shape, spare): (&[usize], impl FnMut() -> Result<B::Tensor<T>>),
+    mut run: impl FnMut(C, Option<&B::Tensor<T>>) -> Result<()>,
+) -> Result<C> {
+    let bytes = (shape.iter().product::<usize>() * std::mem::size_of::<T>()).max(1);
+    let l2 = on.stream().map_or(0, |s| s.device().l2_bytes());
+    // Three times L2 in all: a spare is evicted long before its next turn.
+    let count = (3 * l2).div_ceil(bytes).clamp(2, 256);
+    let mut spares: Vec<B::Tensor<T>> = Vec::new();
+    let mut spare = spare;
+    timed(
+        on,
+        &format!("{key}|cold"),
+        candidates,
+        count,
+        |c, launch| match launch {
+            Launch::Timed(i) if !spares.is_empty() => run(c, Some(&spares[i % spares.len()])),
+            Launch::First if spares.is_empty() => {
+                // Made before the first recording; none if they don't all fit.
+                spares = (0..count).map(|_| spare()).collect::<Result<_>>().unwrap_or_default();
+                run(c, None)
+            }
+            _ => run(c, None),
+        },
+    )
+}
+
+/// [`tune`]'s timing: `run(candidate, launch)` for each of a candidate's
+/// launches, at least `launches` of them recorded and timed.
+fn timed<B: Backend, C: Copy + Display>(
+    on: &B,
+    key: &str,
+    candidates: &[C],
+    launches: usize,
+    mut run: impl FnMut(C, Launch) -> Result<()>,
+) -> Result<C> {
     let Some(stream) = on.stream() else {
         let first = *candidates.first().expect("autotuning needs at least one candidate");
-        run(first)?;
+        run(first, Launch::Chosen)?;
         return Ok(first);
     };
     let device = stream.device();
     let key = format!("{key}|{}|{}", device.name(), device.target().name());
+    let launches = launches.max(LAUNCHES);
     let choice = choose(&key, candidates, |c| {
-        run(c)?;
-        let graph = stream.capture(|| (0..LAUNCHES).try_for_each(|_| run(c)))?;
+        run(c, Launch::First)?;
+        let graph = stream.capture(|| (0..launches).try_for_each(|i| run(c, Launch::Timed(i))))?;
         stream.replay(&graph)?;
         let mut times = Vec::with_capacity(REPLAYS);
         for _ in 0..REPLAYS {
             let start = stream.record()?;
             stream.replay(&graph)?;
             let end = stream.record()?;
-            times.push(start.elapsed_ms(&end)? as f64 / LAUNCHES as f64);
+            times.push(start.elapsed_ms(&end)? as f64 / launches as f64);
         }
         times.sort_by(f64::total_cmp);
         Ok(times[REPLAYS / 2])
     })?;
-    run(choice)?;
+    run(choice, Launch::Chosen)?;
     Ok(choice)
 }
 
