@@ -329,6 +329,22 @@ mod tests {
     }
 
     #[test]
+    fn on_the_cpu_cold_tuning_makes_no_spares_and_runs_the_operands() {
+        let mut runs = Vec::new();
+        let mut spares = 0;
+        let spare = || {
+            spares += 1;
+            Ok(crate::HostTensor::<f32>::zeros(&[4, 4]))
+        };
+        let pick = tune_cold(&crate::Cpu, "k|cpu", &["first", "second"], (&[4, 4], spare), |c, w| {
+            runs.push((c, w.is_some()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((pick, runs, spares), ("first", vec![("first", false)], 0));
+    }
+
+    #[test]
     fn size_classes_are_four_to_an_octave() {
         let classes = [0, 5, 768, 1024, 1025, 2304, 3072, 50257].map(size_class);
         assert_eq!(classes, [1, 5, 768, 1024, 1280, 2560, 3072, 57344]);
