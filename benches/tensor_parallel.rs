@@ -13,7 +13,9 @@
 //! (median wall-clock ms, ending with the logits on the host). With
 //! several GPUs, the all-reduces' share of a decode step: the same
 //! all-reduces (two per layer, `[batch, n_embd]`) timed alone, over the
-//! step's time.
+//! step's time; launched one by one from the host, they are an upper
+//! bound (a step replays them from a CUDA graph, without the host's
+//! launch costs).
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
@@ -119,7 +121,7 @@ fn main() {
             if n > 1 {
                 let ms = all_reduces(&ranks, batch, cfg.n_embd, 2 * cfg.n_layer);
                 println!(
-                    "{n} GPU: batch {batch}: {} all-reduces of [{batch}, {}] alone: {ms:.3} ms, {:.0}% of a step",
+                    "{n} GPU: batch {batch}: {} all-reduces of [{batch}, {}] alone, launched from the host: {ms:.3} ms, {:.0}% of a step",
                     2 * cfg.n_layer,
                     cfg.n_embd,
                     100.0 * ms * rate / (1e3 * batch as f64)
