@@ -119,9 +119,7 @@ impl Lower<'_> {
         let v = self.scalar(value);
         let (a, inside) = self.element_address(t, &coords);
         let base = self.scratch_base();
-        let (first, adds) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
-        self.emit(format!("setp.eq.u32 {first}, {}, 0;", self.tid));
-        self.emit(format!("and.pred {adds}, {first}, {inside};"));
+        let (first, adds) = self.first_thread_and(&inside);
         let old = self.reg(RegClass::B32);
         self.emit(format!("mov.b32 {old}, 0;"));
         self.barrier();
@@ -145,7 +143,7 @@ impl Lower<'_> {
         let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
         let v = self.scalar(value);
         let (a, inside) = self.element_address(t, &coords);
-        let sets = self.first_thread_and(&inside);
+        let (_, sets) = self.first_thread_and(&inside);
         self.emit("fence.acq_rel.sys;");
         self.barrier();
         self.emit(format!("@{sets} st.release.sys.global.b32 [{a}], {v};"));
@@ -178,12 +176,13 @@ impl Lower<'_> {
         self.barrier();
     }
 
-    /// A predicate: this is the block's first thread, and `pred` holds.
-    fn first_thread_and(&mut self, pred: &str) -> String {
+    /// Two predicates: this is the block's first thread; and, besides,
+    /// `pred` holds.
+    fn first_thread_and(&mut self, pred: &str) -> (String, String) {
         let (first, both) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
         self.emit(format!("setp.eq.u32 {first}, {}, 0;", self.tid));
         self.emit(format!("and.pred {both}, {first}, {pred};"));
-        both
+        (first, both)
     }
 
     pub(super) fn gather(&mut self, t: usize, index: &[ValueId], pad: ValueId) -> Vec<String> {
