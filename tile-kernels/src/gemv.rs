@@ -130,6 +130,12 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
 /// `t²`, and applies the statistics once, at the end:
 /// `y = rstd·(acc − mean·scale) + shift`. No reduction stands between a
 /// block's first loads and its products.
+///
+/// `R` is how many of a K step's products each accumulator element sums:
+/// 1 keeps `[BM, BN, BK]` partial sums, the fewest instructions a step;
+/// `BK` sums each row's step at once (a warp's shuffles), the fewest
+/// registers, which is what lets a block take 8 rows of `w`: twice the
+/// bytes in flight a thread, which the larger layers (gpt2-xl's) need.
 #[tile::kernel(
     T = [f16, bf16, f32],
     num_warps = 4,
@@ -139,16 +145,17 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     // sums stay live through the product loop, and ptxas spills some of
     // `gemv`'s tiles with them (this one, in 16-bit types only).
     configs = [
-        (BM = 1, BN = 4, BK = 1024),
-        (T = f32, BM = 1, BN = 8, BK = 512),
-        (BM = 2, BN = 4, BK = 512),
-        (BM = 4, BN = 2, BK = 512),
-        (BM = 8, BN = 2, BK = 512),
-        (BM = 16, BN = 2, BK = 256),
-        (BM = 16, BN = 4, BK = 128),
+        (BM = 1, BN = 4, BK = 1024, R = 1),
+        (BM = 1, BN = 8, BK = 1024, R = 1024),
+        (T = f32, BM = 1, BN = 8, BK = 512, R = 1),
+        (BM = 2, BN = 4, BK = 512, R = 1),
+        (BM = 4, BN = 2, BK = 512, R = 1),
+        (BM = 8, BN = 2, BK = 512, R = 1),
+        (BM = 16, BN = 2, BK = 256, R = 1),
+        (BM = 16, BN = 4, BK = 128, R = 1),
     ]
 )]
-pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
+pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize, const R: usize>(
     x: &Tensor<T, { [M, K] }>,
     ln_w: &Tensor<T, { [K] }>,
     w: &Tensor<T, { [N, K] }>,
@@ -166,7 +173,7 @@ pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
     let first = x.load([m, 0], [BM, 1]).cast::<f32>();
     let mut sum = zeros([BM, BK]);
     let mut squares = zeros([BM, BK]);
-    let mut acc = zeros([BM, BN, BK]);
+    let mut acc = zeros([BM, BN, BK / R]);
     for k in 0..cdiv(K, BK) {
         let t = x.load([m, k], [BM, BK]).cast::<f32>() - first;
         let t = select(k * BK + arange(BK) < K, t, 0.0);
@@ -174,7 +181,7 @@ pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize>(
         squares = squares + t * t;
         let xs = (t * ln_w.load([k], [BK]).cast::<f32>()).reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
-        acc = acc + xs * ws;
+        acc = acc + (xs * ws).reshape([BM, BN, BK / R, R]).sum(3).reshape([BM, BN, BK / R]);
     }
     let mean = sum.sum(1) / K as f32;
     let rstd = rsqrt(max(squares.sum(1) / K as f32 - mean * mean, 0.0) + eps);
