@@ -10,7 +10,7 @@ pub fn simplify(func: &mut Func) {
     let mut body = std::mem::take(&mut func.body);
     fold_constants(func, &mut body, &mut consts);
     let mut rename = HashMap::new();
-    cse(func, &mut body, &mut HashMap::new(), &mut rename);
+    cse(func, &mut body, &mut HashMap::new(), &mut rename, &mut HashMap::new());
     func.body = body;
     remove_dead(func);
 }
@@ -86,17 +86,50 @@ fn fold_cast(c: ConstVal, to: DType) -> Option<ConstVal> {
     }
 }
 
-/// Replaces pure ops equal to an earlier, dominating op by that op's result.
-fn cse(func: &Func, ops: &mut Vec<Op>, seen: &mut HashMap<String, ValueId>, rename: &mut HashMap<ValueId, ValueId>) {
+/// Replaces pure ops equal to an earlier, dominating op by that op's
+/// result, and ops that give their argument back by the argument: a
+/// reshape to the shape of what a chain of reshapes started from, and a
+/// sum, max or min over an axis of size 1 (a tiling parameter of 1 writes
+/// both, and the kernel is then the one written without them).
+/// `reshaped` maps a reshape's result to the value its chain started from.
+fn cse(
+    func: &Func,
+    ops: &mut Vec<Op>,
+    seen: &mut HashMap<String, ValueId>,
+    rename: &mut HashMap<ValueId, ValueId>,
+    reshaped: &mut HashMap<ValueId, ValueId>,
+) {
     let mut kept = Vec::with_capacity(ops.len());
     for mut op in ops.drain(..) {
         op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
         for b in op.kind.bodies_mut() {
             let mut inner = seen.clone();
-            cse(func, b, &mut inner, rename);
+            cse(func, b, &mut inner, rename, reshaped);
         }
         // Yields are read after the bodies were rewritten: rename them again.
         op.kind.map_operands(|v| *rename.get(&v).unwrap_or(&v));
+        if let (OpKind::Reshape(a), &[r]) = (&mut op.kind, &op.results[..]) {
+            *a = *reshaped.get(a).unwrap_or(a);
+            if func.values[*a] == func.values[r] {
+                rename.insert(r, *a);
+                continue;
+            }
+            reshaped.insert(r, *a);
+        }
+        if let (
+            OpKind::Reduce {
+                op: ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min,
+                arg,
+                axis,
+            },
+            &[r],
+        ) = (&op.kind, &op.results[..])
+            && func.values[*arg] == func.values[r]
+            && func.values[*arg].shape.as_ref().is_some_and(|s| s[*axis] == 1)
+        {
+            rename.insert(r, *arg);
+            continue;
+        }
         // Memory reads are not merged: a store between two equal loads changes what they read.
         let reads_memory = matches!(
             op.kind,

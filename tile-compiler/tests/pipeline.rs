@@ -168,6 +168,47 @@ fn simplify_folds_constants_shares_equal_ops_and_drops_dead_code() {
     assert!(f.to_string().contains("Const(Int(0))"), "{f}");
 }
 
+/// A tiling parameter of 1 (`gemv_layer_norm`'s `R`) writes a sum over an
+/// axis of size 1 between reshapes: simplification leaves the kernel
+/// written without them, to the byte, while a sum, max or min over a
+/// longer axis, and an argmax over one of size 1, stay.
+#[test]
+fn a_sum_over_a_size_1_axis_between_reshapes_is_no_op() {
+    let plain = compile(
+        "",
+        "fn k(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let a = x.load([0, 0], [4, 64]).reshape([4, 1, 64]) * w.load([0, 0], [2, 64]).reshape([1, 2, 64]);
+            y.store([0, 0], a.sum(2).reshape([4, 2]));
+        }",
+    );
+    let folded = compile(
+        "",
+        "fn k(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let a = x.load([0, 0], [4, 64]).reshape([4, 1, 64]) * w.load([0, 0], [2, 64]).reshape([1, 2, 64]);
+            let a = a.reshape([4, 2, 64, 1]).max(3).reshape([4, 2, 64]);
+            y.store([0, 0], a.sum(2).reshape([4, 2]));
+        }",
+    );
+    for vectorized in [true, false] {
+        assert_eq!(ptx(&plain, vectorized), ptx(&folded, vectorized));
+    }
+    let f = &folded.funcs[0].func;
+    let reduces = count_ops(&f.body, &|k| matches!(k, OpKind::Reduce { .. }));
+    assert_eq!(
+        reduces, 1,
+        "only the sum over 64 stays:
+{f}"
+    );
+    let index = compile(
+        "",
+        "fn k(x: &Tensor<f32>, y: &mut Tensor<i32>) {
+            y.store([0, 0], x.load([0, 0], [4, 1]).argmax(1));
+        }",
+    );
+    let f = &index.funcs[0].func;
+    assert_eq!(count_ops(&f.body, &|k| matches!(k, OpKind::Reduce { .. })), 1, "{f}");
+}
+
 #[test]
 fn a_transposed_tile_is_stored_in_16_byte_runs_through_shared_memory() {
     let k = compile(
