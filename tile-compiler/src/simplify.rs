@@ -1,5 +1,7 @@
 //! Clean-up on the IR before layouts are chosen: scalar constant folding,
-//! common-subexpression elimination of pure ops, and dead-code removal.
+//! common-subexpression elimination of pure ops, ops that give their
+//! argument back (sums over an axis of size 1, reshapes undone), and
+//! dead-code removal.
 
 use crate::dtype::DType;
 use crate::ir::*;
