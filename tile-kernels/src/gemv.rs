@@ -143,7 +143,7 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     key = [M, K, N],
     // Tiles that assemble without spills on every target: the statistics'
     // sums stay live through the product loop, and ptxas spills some of
-    // `gemv`'s tiles with them (this one, in 16-bit types only).
+    // `gemv`'s tiles with them (`1x8x512`, in 16-bit types only).
     configs = [
         (BM = 1, BN = 4, BK = 1024, R = 1),
         (BM = 1, BN = 8, BK = 1024, R = 1024),
