@@ -194,11 +194,7 @@ fn a_sum_over_a_size_1_axis_between_reshapes_is_no_op() {
     }
     let f = &folded.funcs[0].func;
     let reduces = count_ops(&f.body, &|k| matches!(k, OpKind::Reduce { .. }));
-    assert_eq!(
-        reduces, 1,
-        "only the sum over 64 stays:
-{f}"
-    );
+    assert_eq!(reduces, 1, "only the sum over 64 stays:\n{f}");
     let index = compile(
         "",
         "fn k(x: &Tensor<f32>, y: &mut Tensor<i32>) {
