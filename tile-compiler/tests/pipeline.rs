@@ -168,12 +168,12 @@ fn simplify_folds_constants_shares_equal_ops_and_drops_dead_code() {
     assert!(f.to_string().contains("Const(Int(0))"), "{f}");
 }
 
-/// A tiling parameter of 1 (`gemv_layer_norm`'s `R`) writes a sum over an
-/// axis of size 1 between reshapes: simplification leaves the kernel
-/// written without them, to the byte, while a sum, max or min over a
-/// longer axis, and an argmax over one of size 1, stay.
+/// A tiling parameter of 1 (`gemv_layer_norm`'s `R`) writes a reduction
+/// over an axis of size 1 between reshapes: simplification leaves the
+/// kernel written without them, to the byte, while the sum over a longer
+/// axis, and an argmax over one of size 1, stay.
 #[test]
-fn a_sum_over_a_size_1_axis_between_reshapes_is_no_op() {
+fn a_reduction_over_a_size_1_axis_between_reshapes_is_no_op() {
     let plain = compile(
         "",
         "fn k(x: &Tensor<f32>, w: &Tensor<f32>, y: &mut Tensor<f32>) {
