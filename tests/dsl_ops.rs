@@ -1630,6 +1630,78 @@ fn fetch_add_lets_the_last_block_read_every_block(d: Option<Arc<Device>>) {
     }
 }
 
+/// `y = x @ w^T` split along K: block `(n + tiles·s, m)` multiplies the
+/// `s`-th of `S` runs of K-steps of output tile `(m, n)` and stores it in
+/// `partial[s]`; the tile's last block to count itself in sums the `S`
+/// partials into `y` and sets the count back to 0. On sm_90a the K-loop
+/// takes `wgmma` with ping-pong consumers, two of a persistent block's
+/// tiles at once: each consumer warpgroup counts for its own tile.
+#[tile::kernel(T = [bf16], BM = [64], BN = [64], BK = [64], num_warps = 4)]
+fn split_k_product<T, const BM: usize, const BN: usize, const BK: usize>(
+    x: &Tensor<T, { [M, K] }>,
+    w: &Tensor<T, { [N, K] }>,
+    partial: &mut Tensor<f32, { [S, M, N] }>,
+    arrived: &mut Tensor<i32, { [TILES] }>,
+    y: &mut Tensor<f32, { [M, N] }>,
+) {
+    let tiles = cdiv(N, BN);
+    let n = block_id(0) % tiles;
+    let split = block_id(0) / tiles;
+    let m = block_id(1);
+    let steps = cdiv(cdiv(K, BK), S);
+    let mut acc = zeros([BM, BN]);
+    for k in split * steps..min(split * steps + steps, cdiv(K, BK)) {
+        acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
+    }
+    partial.store([split, m, n], acc.reshape([1, BM, BN]));
+    let tile = m * tiles + n;
+    if arrived.fetch_add([tile], 1) == S - 1 {
+        let mut total = zeros([BM, BN]);
+        for s in 0..S {
+            total = total + partial.load([s, m, n], [1, BM, BN]).reshape([BM, BN]);
+        }
+        y.store([m, n], total);
+        arrived.store([tile], zeros::<i32>([1]));
+    }
+}
+
+fn split_k_products_combine_in_the_last_block(d: Option<Arc<Device>>) {
+    let mut rng = Rng::new(58);
+    // Ragged M and K; 36 column tiles of 8 splits: more blocks than SMs,
+    // so persistent blocks take several, both consumers computing.
+    let (m, k, n, splits) = (70, 1000, 2304, 8);
+    let x = host::<bf16>(&rng.normals(m * k, 1.0), &[m, k]);
+    let w = host::<bf16>(&rng.normals(n * k, 1.0), &[n, k]);
+    let (xv, wv) = (values(&x), values(&w));
+    let reference: Vec<f64> = (0..m * n)
+        .map(|i| (0..k).map(|l| xv[i / n * k + l] * wv[i % n * k + l]).sum())
+        .collect();
+    let grid = (cdiv(n, 64) * splits as u32, cdiv(m, 64));
+    let counters = (n / 64) * m.div_ceil(64);
+    let what = format!("split-K x @ w^T {m}x{k}x{n}, {splits} splits");
+    let mut want = HostTensor::full(&[m, n], f32::NAN);
+    let mut partial = HostTensor::full(&[splits, m, n], f32::NAN);
+    let mut arrived = HostTensor::<i32>::full(&[counters], 0);
+    split_k_product::launch::<bf16, 64, 64, 64, _>(&Cpu, grid, &x, &w, &mut partial, &mut arrived, &mut want).unwrap();
+    assert_close(&what, &values(&want), &reference, 1e-5);
+    assert!(arrived.to_vec().iter().all(|&c| c == 0), "{what}: counts set back");
+    let Some(d) = d else { return };
+    let s = d.stream();
+    let (xd, wd) = (s.upload(&x).unwrap(), s.upload(&w).unwrap());
+    let mut partial = s.upload(&HostTensor::full(&[splits, m, n], f32::NAN)).unwrap();
+    let mut arrived = s.upload(&HostTensor::<i32>::full(&[counters], 0)).unwrap();
+    on_every_path(&d, || {
+        // The second launch finds the counts at 0 again.
+        for run in 0..2 {
+            let mut yd = s.upload(&HostTensor::full(&[m, n], f32::NAN)).unwrap();
+            split_k_product::launch::<bf16, 64, 64, 64, _>(&s, grid, &xd, &wd, &mut partial, &mut arrived, &mut yd)
+                .unwrap();
+            same(&s, &format!("{what}, run {run}"), &yd, &want, 1e-5);
+        }
+    });
+    assert_launched_on_sm90a(&d, &["split_k_product_bf16_64_64_64_wgmma"]);
+}
+
 /// Each element of a `[T]` tile takes a ticket from `counter`: its value
 /// before the element's add. Elements past `N` add nothing (index -1), and
 /// `misses` gets what adds outside the counter give back.
@@ -2032,6 +2104,10 @@ fn main() -> ExitCode {
             Test::cpu_then_gpu(
                 "fetch_add_lets_the_last_block_read_every_block",
                 fetch_add_lets_the_last_block_read_every_block,
+            ),
+            Test::cpu_then_gpu(
+                "split_k_products_combine_in_the_last_block",
+                split_k_products_combine_in_the_last_block,
             ),
             Test::cpu_then_gpu("tile_atomics_give_old_values", tile_atomics_give_old_values),
             Test::cpu_then_gpu("signal_and_wait_chain_blocks", signal_and_wait_chain_blocks),

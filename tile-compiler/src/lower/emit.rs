@@ -144,6 +144,22 @@ impl<'a> Lower<'a> {
         }
     }
 
+    /// This thread's index among the threads that compute one block: the
+    /// block's, or with ping-pong consumers its consumer warpgroup's (the
+    /// second one's threads follow the first's). A persistent block's
+    /// halves already count their own threads. What "the block's first
+    /// thread" or "first warp" means to an op that one thread or warp
+    /// performs for the block (`fetch_add`, `signal`, `wait`).
+    pub(super) fn block_tid(&mut self) -> String {
+        let group_threads = match &self.roles {
+            Some(r) if r.consumer_groups > 1 => r.consumers / r.consumer_groups,
+            _ => return self.tid.clone(),
+        };
+        let t = self.reg(RegClass::B32);
+        self.emit(format!("and.b32 {t}, {}, {};", self.tid, group_threads - 1));
+        t
+    }
+
     pub(super) fn label(&mut self, what: &str) -> String {
         self.labels += 1;
         format!("$L{what}{}", self.labels)
@@ -233,8 +249,9 @@ impl<'a> Lower<'a> {
             self.reg(RegClass::B32),
             self.reg(RegClass::B32),
         );
-        self.emit(format!("mad.lo.s32 {mine}, {}, {slot}, {base};", self.tid));
-        self.emit(format!("xor.b32 {t}, {}, {};", self.tid, 1 << i));
+        let tid = self.block_tid();
+        self.emit(format!("mad.lo.s32 {mine}, {tid}, {slot}, {base};"));
+        self.emit(format!("xor.b32 {t}, {tid}, {};", 1 << i));
         self.emit(format!("mad.lo.s32 {theirs}, {t}, {slot}, {base};"));
         self.barrier();
         for (q, r) in regs.iter().enumerate() {

@@ -73,9 +73,10 @@ impl Lower<'_> {
                 self.tile_origin(&i, extent)
             })
             .collect();
+        let tid = self.block_tid();
         for first in (0..lines).step_by(threads) {
             let line = self.reg(RegClass::B32);
-            self.emit(format!("add.u32 {line}, {}, {first};", self.tid));
+            self.emit(format!("add.u32 {line}, {tid}, {first};"));
             let mut coords = vec![String::new(); shape.len()];
             let (rest, at) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
             self.emit(format!("div.u32 {rest}, {line}, {runs};"));
@@ -161,7 +162,8 @@ impl Lower<'_> {
         let v = self.scalar(value);
         let (a, inside) = self.element_address(t, &coords);
         let (first_warp, waits) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
-        self.emit(format!("setp.lt.u32 {first_warp}, {}, 32;", self.tid));
+        let tid = self.block_tid();
+        self.emit(format!("setp.lt.u32 {first_warp}, {tid}, 32;"));
         self.emit(format!("and.pred {waits}, {first_warp}, {inside};"));
         let (poll, done) = (self.label("poll"), self.label("signalled"));
         let (seen, behind) = (self.reg(RegClass::B32), self.reg(RegClass::Pred));
@@ -180,7 +182,8 @@ impl Lower<'_> {
     /// `pred` holds.
     fn first_thread_and(&mut self, pred: &str) -> (String, String) {
         let (first, both) = (self.reg(RegClass::Pred), self.reg(RegClass::Pred));
-        self.emit(format!("setp.eq.u32 {first}, {}, 0;", self.tid));
+        let tid = self.block_tid();
+        self.emit(format!("setp.eq.u32 {first}, {tid}, 0;"));
         self.emit(format!("and.pred {both}, {first}, {pred};"));
         (first, both)
     }

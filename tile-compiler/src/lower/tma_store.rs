@@ -32,8 +32,6 @@ impl Lower<'_> {
         let Some(&TmaStore { rows, line, inner }) = self.plan.tma_stores.get(&(t, value)) else {
             return false;
         };
-        let roles = self.roles.as_ref().expect("TMA stores are warp-specialized");
-        let group_threads = roles.consumers / roles.consumer_groups;
         let l = self.layout(value);
         let eb = self.func.tensor(t).dtype.bytes();
         let rank = l.shape.len();
@@ -67,8 +65,7 @@ impl Lower<'_> {
             })
             .collect();
         let leader = self.reg(RegClass::Pred);
-        let first = self.reg(RegClass::B32);
-        self.emit(format!("and.b32 {first}, {}, {};", self.tid, group_threads - 1));
+        let first = self.block_tid();
         self.emit(format!("setp.eq.u32 {leader}, {first}, 0;"));
         let src = self.regs_of(value);
         let base = self.scratch_base();
