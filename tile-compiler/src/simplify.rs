@@ -1,7 +1,7 @@
 //! Clean-up on the IR before layouts are chosen: scalar constant folding,
-//! common-subexpression elimination of pure ops, ops that give their
-//! argument back (sums over an axis of size 1, reshapes undone), and
-//! dead-code removal.
+//! constants moved out of loops and branches, common-subexpression
+//! elimination of pure ops, ops that give their argument back (sums over
+//! an axis of size 1, reshapes undone), and dead-code removal.
 
 use crate::dtype::DType;
 use crate::ir::*;
@@ -11,6 +11,13 @@ pub fn simplify(func: &mut Func) {
     let mut consts = HashMap::new();
     let mut body = std::mem::take(&mut func.body);
     fold_constants(func, &mut body, &mut consts);
+    let mut hoisted = Vec::new();
+    for op in &mut body {
+        for b in op.kind.bodies_mut() {
+            take_constants(b, &mut hoisted);
+        }
+    }
+    body.splice(0..0, hoisted);
     let mut rename = HashMap::new();
     cse(func, &mut body, &mut HashMap::new(), &mut rename, &mut HashMap::new());
     func.body = body;
@@ -41,6 +48,23 @@ fn fold_constants(func: &mut Func, ops: &mut [Op], consts: &mut HashMap<ValueId,
             op.kind = OpKind::Const(c);
         }
     }
+}
+
+/// Moves the constants of `ops` and of the bodies nested in it into
+/// `out`: a constant in a loop is the same at every iteration, so what
+/// plans a loop (a pipelined tile's index, say) finds it defined before
+/// the loop, as it would had the kernel written the same value there first.
+fn take_constants(ops: &mut Vec<Op>, out: &mut Vec<Op>) {
+    for op in ops.iter_mut() {
+        for b in op.kind.bodies_mut() {
+            take_constants(b, out);
+        }
+    }
+    let (constants, rest) = std::mem::take(ops)
+        .into_iter()
+        .partition(|op| matches!(op.kind, OpKind::Const(_)));
+    *ops = rest;
+    out.extend::<Vec<Op>>(constants);
 }
 
 fn wrap(v: i64, dtype: DType) -> i64 {

@@ -299,6 +299,36 @@ fn a_matmul_loop_is_pipelined_with_cp_async_and_ldmatrix() {
     assert!(!ptx(&k, false).contains("cp.async"));
 }
 
+/// A K-loop over a computed range (a split of K) whose tile index holds a
+/// constant: the constant is loop-invariant, so the loads are pipelined
+/// (TMA and `wgmma` on sm_90a) as in a loop from 0, whether or not the
+/// kernel used the same constant before the loop.
+#[test]
+fn a_constant_tile_index_in_a_loop_over_a_computed_range_is_pipelined() {
+    let src = "fn first_rows<T, const BM: usize, const BN: usize, const BK: usize>(
+        x: &Tensor<T, { [M, K] }>,
+        w: &Tensor<T, { [N, K] }>,
+        y: &mut Tensor<f32, { [S, M, N] }>,
+    ) {
+        let n = block_id(0);
+        let split = block_id(1);
+        let steps = cdiv(cdiv(K, BK), S);
+        let mut acc = zeros([BM, BN]);
+        for k in split * steps..min(split * steps + steps, cdiv(K, BK)) {
+            acc = mma(x.load([0, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
+        }
+        y.store([split, 0, n], acc.reshape([1, BM, BN]));
+    }";
+    let k = compile("T = [bf16], BM = [64], BN = [64], BK = [64], num_warps = 4", src);
+    assert!(ptx(&k, true).contains("cp.async.cg.shared.global"));
+    let wgmma = k
+        .variants
+        .iter()
+        .find(|v| v.entry.ends_with("_wgmma"))
+        .expect("a wgmma variant");
+    assert!(text(wgmma).contains("cp.async.bulk.tensor"));
+}
+
 /// An f32 128x256 accumulator stored element by element (a misaligned
 /// output) goes through shared memory in two parts of 64 KiB, in turns on
 /// the same place, so the block fits sm_120's 99 KiB: halves of rows that
