@@ -60,11 +60,11 @@ fn take_constants(ops: &mut Vec<Op>, out: &mut Vec<Op>) {
             take_constants(b, out);
         }
     }
-    let (constants, rest) = std::mem::take(ops)
+    let (constants, rest): (Vec<Op>, Vec<Op>) = std::mem::take(ops)
         .into_iter()
         .partition(|op| matches!(op.kind, OpKind::Const(_)));
     *ops = rest;
-    out.extend::<Vec<Op>>(constants);
+    out.extend(constants);
 }
 
 fn wrap(v: i64, dtype: DType) -> i64 {
