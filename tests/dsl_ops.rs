@@ -2027,6 +2027,120 @@ fn signal_and_wait_chain_blocks(d: Option<Arc<Device>>) {
     }
 }
 
+/// Each block's row handed to the next through flagged lines: block `i`
+/// stores its row of `x` into row `i` of `lines`, flagged with `round`,
+/// and reads row `i - 1` as block `i - 1` flagged it into `out`.
+#[tile::kernel(T = [f32, bf16], B = [256])]
+fn flagged_chain<T, const B: usize>(
+    x: &Tensor<T, { [G, N] }>,
+    lines: &mut Tensor<T, { [G, L] }>,
+    out: &mut Tensor<T, { [G, N] }>,
+    round: u32,
+) {
+    let i = block_id(0);
+    lines.store_flagged([i, 0], x.load([i, 0], [1, B]), round);
+    if i > 0 {
+        out.store([i, 0], lines.load_flagged([i - 1, 0], [1, B], round));
+    }
+}
+
+/// Reads row 0 of `lines` flagged with `round`.
+#[tile::kernel]
+fn reads_flagged(lines: &Tensor<f32, { [1, L] }>, out: &mut Tensor<f32, { [1, N] }>, round: u32) {
+    out.store([0, 0], lines.load_flagged([0, 0], [1, 64], round));
+}
+
+/// `store_flagged` and `load_flagged` hand rows of 200 elements (tiles of
+/// 256: the rest padding) from block to block over rounds that wrap past
+/// `u32::MAX`. The lines hold each 4 bytes of data beside the round, the
+/// same bits on the CPU and the GPU (a writer and a reader on two GPUs
+/// agree whatever their variants); on the CPU, a read of a round nothing
+/// wrote is `Error::Deadlock`.
+fn flagged_lines_hand_rows_between_blocks(d: Option<Arc<Device>>) {
+    fn run<T: Num, B: tile::Backend>(on: &B, x: &HostTensor<T>, rounds: &[u32]) -> Vec<(HostTensor<T>, HostTensor<T>)> {
+        let [g, n] = [x.shape()[0], x.shape()[1]];
+        let x = on.upload(x).unwrap();
+        let mut lines = on.zeros::<T>(&[g, 2 * n]).unwrap();
+        let mut out = on.zeros::<T>(&[g, n]).unwrap();
+        rounds
+            .iter()
+            .map(|&r| {
+                flagged_chain::launch::<T, 256, _>(on, g as u32, &x, &mut lines, &mut out, r).unwrap();
+                (on.download(&lines).unwrap(), on.download(&out).unwrap())
+            })
+            .collect()
+    }
+    /// Elements compared by their bits (`bits`), as a flag that reads as
+    /// f32 NaN must be.
+    fn check<T: Num>(
+        what: &str,
+        (x, bits): (&HostTensor<T>, fn(T) -> u32),
+        rounds: &[u32],
+        got: &[(HostTensor<T>, HostTensor<T>)],
+    ) {
+        let [g, n] = [x.shape()[0], x.shape()[1]];
+        let per_word = 4 / std::mem::size_of::<T>();
+        let x: Vec<u32> = x.to_vec().into_iter().map(bits).collect();
+        for ((lines, out), &r) in got.iter().zip(rounds) {
+            let lines: Vec<u32> = lines.to_vec().into_iter().map(bits).collect();
+            let out: Vec<u32> = out.to_vec().into_iter().map(bits).collect();
+            let flag = match per_word {
+                1 => vec![r],
+                _ => vec![r & 0xffff, r >> 16],
+            };
+            for row in 0..g {
+                let want = match row {
+                    0 => vec![0; n],
+                    _ => x[(row - 1) * n..row * n].to_vec(),
+                };
+                assert_eq!(
+                    out[row * n..(row + 1) * n],
+                    want[..],
+                    "{what}: round {r}: row {row} of out"
+                );
+                for (w, line) in lines[row * 2 * n..(row + 1) * 2 * n].chunks(2 * per_word).enumerate() {
+                    let data = &x[row * n + w * per_word..][..per_word];
+                    assert_eq!(
+                        line[..per_word],
+                        *data,
+                        "{what}: round {r}: the data of word {w} of row {row}"
+                    );
+                    assert_eq!(
+                        line[per_word..],
+                        flag[..],
+                        "{what}: round {r}: the flag of word {w} of row {row}"
+                    );
+                }
+            }
+        }
+    }
+    let s = gpu(&d);
+    let mut rng = Rng::new(67);
+    let rounds = [1, 2, u32::MAX, 0, 7];
+    let (g, n) = (60, 200);
+    let xf = host::<f32>(&rng.normals(g * n, 1.0), &[g, n]);
+    let xb = host::<bf16>(&rng.normals(g * n, 1.0), &[g, n]);
+    let (cpu_f, cpu_b) = (run(&Cpu, &xf, &rounds), run(&Cpu, &xb, &rounds));
+    let f32_bits: fn(f32) -> u32 = f32::to_bits;
+    let bf16_bits: fn(bf16) -> u32 = |v| v.to_bits() as u32;
+    check("CPU f32", (&xf, f32_bits), &rounds, &cpu_f);
+    check("CPU bf16", (&xb, bf16_bits), &rounds, &cpu_b);
+    let lines = HostTensor::from_vec(vec![0.0f32; 128], &[1, 128]).unwrap();
+    let mut out = HostTensor::from_vec(vec![0.0f32; 64], &[1, 64]).unwrap();
+    match reads_flagged::launch(&Cpu, 1, &lines, &mut out, 3) {
+        Err(tile::Error::Deadlock { kernel, reason }) => {
+            assert_eq!(kernel, "reads_flagged");
+            assert!(reason.contains("`lines`"), "{reason}");
+        }
+        other => panic!("a CPU read of a round nothing wrote gave {other:?}"),
+    }
+    if let Some(s) = &s {
+        let (gpu_f, gpu_b) = (run(s, &xf, &rounds), run(s, &xb, &rounds));
+        check("GPU f32", (&xf, f32_bits), &rounds, &gpu_f);
+        check("GPU bf16", (&xb, bf16_bits), &rounds, &gpu_b);
+    }
+}
+
 type Counted = (Vec<u32>, Vec<u32>, Vec<u32>, f32);
 
 /// `last_block_sums` launched `runs` times on `on` over `x` in `blocks`
@@ -2111,6 +2225,10 @@ fn main() -> ExitCode {
             ),
             Test::cpu_then_gpu("tile_atomics_give_old_values", tile_atomics_give_old_values),
             Test::cpu_then_gpu("signal_and_wait_chain_blocks", signal_and_wait_chain_blocks),
+            Test::cpu_then_gpu(
+                "flagged_lines_hand_rows_between_blocks",
+                flagged_lines_hand_rows_between_blocks,
+            ),
             Test::cpu_then_gpu(
                 "acq_rel_tile_atomics_let_the_last_block_read_every_block",
                 acq_rel_tile_atomics_let_the_last_block_read_every_block,

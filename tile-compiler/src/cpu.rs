@@ -141,6 +141,14 @@ impl Cx<'_> {
                 let pad = v(*pad);
                 quote!(#cpu::load(#t, &[#(#ix),*], #shape, #pad))
             }
+            OpKind::LoadFlagged { tensor, index, flag } => {
+                let t = param_ident(func, *tensor);
+                let name = t.to_string();
+                let ix = index.iter().map(|i| v(*i));
+                let shape = usizes(func.values[r.expect("result")].shape.as_ref().expect("tile"));
+                let flag = v(*flag);
+                quote!(#cpu::load_flagged((KERNEL.name, #name), #t, &[#(#ix),*], #shape, #flag)?)
+            }
             OpKind::Gather { tensor, index, pad } => {
                 let t = param_ident(func, *tensor);
                 let ix = index.iter().map(|i| v(*i));
@@ -195,6 +203,17 @@ impl Cx<'_> {
                 let ix = index.iter().map(|i| v(*i));
                 let val = v(*value);
                 return quote!(#cpu::wait((KERNEL.name, #name), #t, &[#(#ix),*], #val)?;);
+            }
+            OpKind::StoreFlagged {
+                tensor,
+                index,
+                value,
+                flag,
+            } => {
+                let t = param_ident(func, *tensor);
+                let ix = index.iter().map(|i| v(*i));
+                let (val, flag) = (v(*value), v(*flag));
+                return quote!(#cpu::store_flagged(#t, &[#(#ix),*], &#val, #flag););
             }
             OpKind::Store { tensor, index, value } => {
                 let t = param_ident(func, *tensor);

@@ -238,6 +238,28 @@ pub enum OpKind {
         index: Vec<ValueId>,
         value: ValueId,
     },
+    /// Writes the in-bounds elements of `value` at tile-grid `index` of a
+    /// flagged tensor (NCCL's low-latency protocol): each 4 bytes of data
+    /// followed by the scalar `flag` (u32), two such pairs a 16-byte line,
+    /// each line one store, so a reader that sees a pair's flag has its
+    /// data. Indices and bounds count the data's elements: the tensor's
+    /// last dimension holds twice as many, flags included.
+    StoreFlagged {
+        tensor: usize,
+        index: Vec<ValueId>,
+        value: ValueId,
+        flag: ValueId,
+    },
+    /// The tile of the result's shape at tile-grid `index` of a flagged
+    /// tensor ([`OpKind::StoreFlagged`]), each thread reading its lines
+    /// again until every pair's flag equals `flag`: the data a
+    /// `StoreFlagged` of that flag wrote, from this GPU or another.
+    /// Out-of-bounds elements read 0 and are not waited for.
+    LoadFlagged {
+        tensor: usize,
+        index: Vec<ValueId>,
+        flag: ValueId,
+    },
     /// Writes `value[e]` to `tensor[index[0][e], ..]` where in bounds.
     Scatter {
         tensor: usize,
@@ -335,7 +357,10 @@ impl OpKind {
             Get { index, .. } | Prefetch { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
-            Load { index, pad, .. } | Gather { index, pad, .. } => index.iter().copied().chain([*pad]).collect(),
+            Load { index, pad, .. } | Gather { index, pad, .. } | LoadFlagged { index, flag: pad, .. } => {
+                index.iter().copied().chain([*pad]).collect()
+            }
+            StoreFlagged { index, value, flag, .. } => index.iter().copied().chain([*value, *flag]).collect(),
             Store { index, value, .. }
             | Scatter { index, value, .. }
             | FetchAdd { index, value, .. }
@@ -373,9 +398,14 @@ impl OpKind {
             Get { index, .. } | Prefetch { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
             Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => *arg = f(*arg),
-            Load { index, pad, .. } | Gather { index, pad, .. } => {
+            Load { index, pad, .. } | Gather { index, pad, .. } | LoadFlagged { index, flag: pad, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);
+            }
+            StoreFlagged { index, value, flag, .. } => {
+                index.iter_mut().for_each(|v| *v = f(*v));
+                *value = f(*value);
+                *flag = f(*flag);
             }
             Store { index, value, .. }
             | Scatter { index, value, .. }
@@ -425,8 +455,8 @@ impl OpKind {
     }
 
     /// True when the op acts beyond its results: it writes memory
-    /// (`store`, `scatter`, atomics, `signal`), asks L2 for it
-    /// (`prefetch`) or waits for it (`wait`). Such
+    /// (`store`, `scatter`, atomics, `signal`, `store_flagged`), asks L2
+    /// for it (`prefetch`) or waits for it (`wait`, `load_flagged`). Such
     /// ops stay though nothing reads them.
     pub fn has_effect(&self) -> bool {
         matches!(
@@ -438,6 +468,8 @@ impl OpKind {
                 | OpKind::FetchAdd { .. }
                 | OpKind::Signal { .. }
                 | OpKind::Wait { .. }
+                | OpKind::StoreFlagged { .. }
+                | OpKind::LoadFlagged { .. }
         )
     }
 

@@ -13,6 +13,9 @@
 //!   for the rest. Each of
 //!   them also as a persistent kernel of two tiles per block (`_persistent`)
 //!   where two of its blocks would share an SM;
+//! - flagged tensors (`store_flagged`, `load_flagged`) are accessed with
+//!   16-byte lines in every variant: a reader and its writer on another
+//!   GPU must agree on the layout whichever variants they run;
 //! - on sm_90a, `wgmma` with TMA (`wgmma`, `wgmma_s`), warp-specialized
 //!   where the plan allows, and for f32 operands in 2-CTA clusters with
 //!   TMA multicast (`_cluster`), which the launch asks for.
@@ -91,6 +94,14 @@ pub struct VariantPlan {
 pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
     let stages = kernel.num_stages;
     let tensors = tile_accessed(func);
+    // Flagged tensors move in 16-byte lines in every variant.
+    let lines = flagged(func);
+    let with_lines = |vectorized: &[usize]| -> Vec<usize> {
+        let mut all: Vec<usize> = vectorized.iter().chain(&lines).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    };
     let mut out = Vec::new();
     // A portable variant for `vectorized`, and its persistent form where
     // it has one; the tensors its pipelines copy.
@@ -100,7 +111,7 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
             func,
             scalar_warps(func, keep),
             MmaPath::Portable,
-            vectorized,
+            &with_lines(vectorized),
             stages,
         ));
         let plan = laid_out.plan(None, false)?;
@@ -135,7 +146,13 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
     let warp_choices = wgmma_warps(func, kernel.num_warps);
     let sm90a = Some(Target::Sm90a);
     let wgmma = |num_warps: u32, vectorized: &[usize], clusters: bool| -> Result<Option<(Rc<LaidOut>, Plan)>> {
-        let laid_out = Rc::new(LaidOut::new(func, num_warps, MmaPath::Wgmma, vectorized, stages));
+        let laid_out = Rc::new(LaidOut::new(
+            func,
+            num_warps,
+            MmaPath::Wgmma,
+            &with_lines(vectorized),
+            stages,
+        ));
         let plan = laid_out.plan(Some((true, clusters)), false)?;
         let takes_path = plan.unsupported.is_none() && !plan.products.is_empty();
         Ok(takes_path.then_some((laid_out, plan)))
@@ -194,6 +211,24 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
         break;
     }
     Ok(out)
+}
+
+/// The tensor parameters `func` moves as flagged tiles (`store_flagged`,
+/// `load_flagged`), in order.
+fn flagged(func: &Func) -> Vec<usize> {
+    fn visit(ops: &[Op], seen: &mut Vec<bool>) {
+        for op in ops {
+            if let OpKind::StoreFlagged { tensor, .. } | OpKind::LoadFlagged { tensor, .. } = op.kind {
+                seen[tensor] = true;
+            }
+            for body in op.kind.bodies() {
+                visit(body, seen);
+            }
+        }
+    }
+    let mut seen = vec![false; func.params.len()];
+    visit(&func.body, &mut seen);
+    func.tensor_params().into_iter().filter(|&t| seen[t]).collect()
 }
 
 /// The tensor parameters `func` loads or stores as tiles of rows of more

@@ -2,28 +2,27 @@
 //! one-shot all-reduce (as vLLM's and TensorRT-LLM's custom all-reduces do
 //! it) for the small tensors of a decode step, where NCCL's protocol costs
 //! more than moving the data. Each GPU writes its elements straight into
-//! the other's memory over NVLink, `signal`s the other, `wait`s for the
-//! other's signal and adds; one kernel, one link crossing.
+//! the other's memory over NVLink as flagged lines (NCCL's low-latency
+//! protocol: each 4 bytes beside the round), polls its own inbox until the
+//! other's lines of the round have arrived, and adds; one kernel, one link
+//! crossing, no fence or separate flag.
 
 use tile::{Element, PeerTensor, Stream, Tensor};
 
 /// `x += the peer's x`, for one of two ranks, `BLOCK` elements a block:
-/// each block puts its elements in the peer's `inbox` and signals the
-/// peer's `arrived` with its round (its calls so far, counted in
-/// `rounds`: only block `b` touches `rounds[b]`, and a launch touches
-/// memory after the one before it ends, so no atomic is needed), waits
-/// for the peer's signal of the same round on its own `arrived`, and adds
-/// the peer's elements. The inbox has two slots, taken
-/// by the round's parity: a peer a call ahead writes the other slot, and
-/// can't get two ahead before this block's next signal. Both ranks add the
-/// same two numbers, so they end with the same bits.
+/// each block puts its elements in the peer's `inbox` flagged with its
+/// round (its calls so far, counted in `rounds`: only block `b` touches
+/// `rounds[b]`, and a launch touches memory after the one before it ends,
+/// so no atomic is needed), reads the peer's elements of the same round
+/// from its own inbox as they arrive, and adds. The inbox has two slots,
+/// taken by the round's parity: a peer a call ahead writes the other
+/// slot, and can't get two ahead before this block has read its round.
+/// Both ranks add the same two numbers, so they end with the same bits.
 #[tile::kernel(T = [f16, bf16, f32], BLOCK = [1024], num_warps = 4)]
 pub fn all_reduce_pair<T, const BLOCK: usize>(
     x: &mut Tensor<T, { [N] }>,
-    inbox: &Tensor<T, { [2, C] }>,
-    peer_inbox: &mut Tensor<T, { [2, C] }>,
-    arrived: &Tensor<u32, { [F] }>,
-    peer_arrived: &mut Tensor<u32, { [F] }>,
+    inbox: &Tensor<T, { [2, L] }>,
+    peer_inbox: &mut Tensor<T, { [2, L] }>,
     rounds: &mut Tensor<u32, { [F] }>,
 ) {
     let b = block_id(0);
@@ -31,10 +30,8 @@ pub fn all_reduce_pair<T, const BLOCK: usize>(
     rounds.store([b], full([1], round));
     let slot = (round % 2) as i32;
     let mine = x.load([b], [BLOCK]);
-    peer_inbox.store([slot, b], mine.reshape([1, BLOCK]));
-    peer_arrived.signal([b], round);
-    arrived.wait([b], round);
-    let theirs = inbox.load([slot, b], [1, BLOCK]).reshape([BLOCK]);
+    peer_inbox.store_flagged([slot, b], mine.reshape([1, BLOCK]), round);
+    let theirs = inbox.load_flagged([slot, b], [1, BLOCK], round).reshape([BLOCK]);
     x.store([b], (mine.cast::<f32>() + theirs.cast::<f32>()).cast::<T>());
 }
 
@@ -42,54 +39,41 @@ pub fn all_reduce_pair<T, const BLOCK: usize>(
 /// `[batch, n_embd]` up to batches of 160 at gpt2-xl's 1,600 channels).
 pub const CAPACITY: usize = 1 << 18;
 
-/// What a rank's peer writes into: its inbox and arrival flags.
-struct Mailbox<T: Element> {
-    inbox: Tensor<T>,
-    arrived: Tensor<u32>,
-}
-
 /// One rank's end of a two-GPU [`all_reduce_pair`]: its round counts, its
-/// views of the peer's mailbox, and both mailboxes (its own, which the
-/// peer writes, and the peer's, kept alive while viewed). Both ends must
-/// make the same calls in the same order; a rank that stops making them
-/// leaves the other waiting on the GPU.
+/// view of the peer's inbox, and both inboxes (its own, which the peer
+/// writes, and the peer's, kept alive while viewed): `[2, 2 * CAPACITY]`,
+/// two slots of flagged elements. Both ends must make the same calls in
+/// the same order; a rank that stops making them leaves the other waiting
+/// on the GPU.
 pub struct PairAllReduce<T: Element> {
     on: Stream,
     rank: usize,
     rounds: Tensor<u32>,
     peer_inbox: PeerTensor<T>,
-    peer_arrived: PeerTensor<u32>,
-    mailboxes: std::sync::Arc<[Mailbox<T>; 2]>,
+    inboxes: std::sync::Arc<[Tensor<T>; 2]>,
 }
 
 impl<T: Element> PairAllReduce<T> {
     /// The two ends, for ranks on `ranks[0]` and `ranks[1]` (two GPUs with
     /// peer access, which this enables both ways).
     pub fn join(ranks: [&Stream; 2]) -> tile::Result<[PairAllReduce<T>; 2]> {
-        let flags = CAPACITY / 1024;
+        let blocks = CAPACITY / 1024;
         ranks[0].enable_peer_access(ranks[1])?;
         ranks[1].enable_peer_access(ranks[0])?;
-        let mailbox = |on: &Stream| -> tile::Result<Mailbox<T>> {
-            Ok(Mailbox {
-                inbox: on.zeros(&[2, CAPACITY])?,
-                arrived: on.zeros(&[flags])?,
-            })
-        };
-        let mailboxes = std::sync::Arc::new([mailbox(ranks[0])?, mailbox(ranks[1])?]);
-        // The cleared mailboxes, before the peer's first write.
+        let inboxes = std::sync::Arc::new([ranks[0].zeros(&[2, 2 * CAPACITY])?, ranks[1].zeros(&[2, 2 * CAPACITY])?]);
+        // The cleared inboxes, before the peer's first write.
         ranks.iter().try_for_each(|on| on.synchronize())?;
         let end = |rank: usize| -> tile::Result<PairAllReduce<T>> {
-            let (on, peer) = (ranks[rank], &mailboxes[1 - rank]);
+            let on = ranks[rank];
             Ok(PairAllReduce {
                 on: on.clone(),
                 rank,
-                rounds: on.zeros(&[flags])?,
-                // SAFETY: `mailboxes`, held by this end, outlives the views
-                // (fields drop in order); `all_reduce_pair`'s signals and
-                // waits order the two GPUs' accesses.
-                peer_inbox: unsafe { on.peer_view(&peer.inbox)? },
-                peer_arrived: unsafe { on.peer_view(&peer.arrived)? },
-                mailboxes: mailboxes.clone(),
+                rounds: on.zeros(&[blocks])?,
+                // SAFETY: `inboxes`, held by this end, outlives the view
+                // (fields drop in order); `all_reduce_pair`'s rounds order
+                // the two GPUs' accesses.
+                peer_inbox: unsafe { on.peer_view(&inboxes[1 - rank])? },
+                inboxes: inboxes.clone(),
             })
         };
         Ok([end(0)?, end(1)?])
@@ -110,17 +94,14 @@ impl<T: Element> PairAllReduce<T> {
                 "all_reduce_pair takes up to {CAPACITY} elements, not {shape:?}"
             )));
         }
-        let own = &self.mailboxes[self.rank];
         x.reshape_in_place(&[x.len()])?;
         let run = all_reduce_pair::launch_with(
             &self.on,
             &[1024],
             x.len().div_ceil(1024) as u32,
             &mut *x,
-            &own.inbox,
+            &self.inboxes[self.rank],
             &mut self.peer_inbox,
-            &own.arrived,
-            &mut self.peer_arrived,
             &mut self.rounds,
         );
         x.reshape_in_place(&shape)?;
@@ -129,8 +110,8 @@ impl<T: Element> PairAllReduce<T> {
 }
 
 impl<T: Element> Drop for PairAllReduce<T> {
-    /// Waits for this end's kernels, which write into the peer's mailbox,
-    /// before the mailboxes can go.
+    /// Waits for this end's kernels, which write into the peer's inbox,
+    /// before the inboxes can go.
     fn drop(&mut self) {
         self.on.synchronize().unwrap_or(());
     }

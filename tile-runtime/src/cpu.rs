@@ -84,6 +84,101 @@ pub fn store<T: Element>(t: &mut HostTensor<T>, index: &[i32], tile: &Tile<T>) {
     });
 }
 
+/// Where data element `i` of a flagged tensor's row sits, and where the
+/// flag of its 4-byte word starts: each word of `P` elements is followed
+/// by its flag's `P` elements.
+fn flagged_offsets<T: ops::Flagged>(i: i64) -> (i64, i64) {
+    let p = T::PER_WORD as i64;
+    let word = i.div_euclid(p) * 2 * p;
+    (word + i.rem_euclid(p), word + p)
+}
+
+/// The tensor index of a flagged tensor's data at data coordinates `g`
+/// (`None` out of bounds: the last dimension holds half as much data),
+/// and of its word's flag.
+fn flagged_index<T: ops::Flagged>(t: &HostTensor<T>, g: &[i64]) -> Option<(Vec<i64>, Vec<i64>)> {
+    let last = g.len() - 1;
+    let shape = t.shape();
+    if shape.len() != g.len() || !(0..shape[last] as i64 / 2).contains(&g[last]) {
+        return None;
+    }
+    let (data, flag) = flagged_offsets::<T>(g[last]);
+    let (mut at, mut flag_at) = (g.to_vec(), g.to_vec());
+    (at[last], flag_at[last]) = (data, flag);
+    t.checked(&at).map(|_| (at, flag_at))
+}
+
+/// Writes the in-bounds elements of `tile` at tile-grid `index` of a
+/// flagged tensor, each 4-byte word beside `flag` (`store_flagged`).
+pub fn store_flagged<T: ops::Flagged>(t: &mut HostTensor<T>, index: &[i32], tile: &Tile<T>, flag: u32) {
+    let mut g = vec![0i64; tile.shape.len()];
+    let mut i = 0;
+    for_each_coord(&tile.shape, |c| {
+        for d in 0..c.len() {
+            g[d] = index[d] as i64 * tile.shape[d] as i64 + c[d] as i64;
+        }
+        if let Some((at, mut flag_at)) = flagged_index(t, &g) {
+            t.checked_set(&at, tile.data[i]);
+            let last = flag_at.len() - 1;
+            for k in 0..T::PER_WORD {
+                t.checked_set(&flag_at, T::from_word_part(flag, k));
+                flag_at[last] += 1;
+            }
+        }
+        i += 1;
+    });
+}
+
+/// The tile at tile-grid `index` of a flagged tensor whose in-bounds
+/// words all carry `flag` (`load_flagged`), 0 out of bounds. On the CPU
+/// blocks run one after another and nothing else writes a launch's
+/// tensors, so a word without the flag never gets it: that is
+/// [`Error::Deadlock`], not a hang.
+pub fn load_flagged<T: ops::Flagged>(
+    (kernel, param): (&'static str, &'static str),
+    t: &HostTensor<T>,
+    index: &[i32],
+    shape: &[usize],
+    flag: u32,
+) -> crate::Result<Tile<T>> {
+    let mut data = Vec::with_capacity(shape.iter().product());
+    let mut g = vec![0i64; shape.len()];
+    let mut missing = None;
+    for_each_coord(shape, |c| {
+        for d in 0..shape.len() {
+            g[d] = index[d] as i64 * shape[d] as i64 + c[d] as i64;
+        }
+        data.push(match flagged_index(t, &g) {
+            None => T::default(),
+            Some((at, mut flag_at)) => {
+                let last = flag_at.len() - 1;
+                let mut seen = 0u32;
+                for k in 0..T::PER_WORD {
+                    let part = t.checked(&flag_at).unwrap_or_default();
+                    seen |= part.word_part() << (32 / T::PER_WORD * k);
+                    flag_at[last] += 1;
+                }
+                if seen != flag && missing.is_none() {
+                    missing = Some((g.clone(), seen));
+                }
+                t.checked(&at).unwrap_or_default()
+            }
+        });
+    });
+    match missing {
+        Some((g, seen)) => Err(Error::Deadlock {
+            kernel,
+            reason: format!(
+                "a block waits for `{param}`'s element {g:?} to carry flag {flag}, and it carries {seen}: on the CPU blocks run one after another and nothing else writes a launch's tensors, so it never would"
+            ),
+        }),
+        None => Ok(Tile {
+            shape: shape.to_vec(),
+            data,
+        }),
+    }
+}
+
 /// Element `e` is `t[index[0][e], index[1][e], ..]`, `pad` where out of bounds.
 pub fn gather<T: Element>(t: &HostTensor<T>, index: &[&Tile<i32>], pad: T) -> Tile<T> {
     let n = index[0].data.len();

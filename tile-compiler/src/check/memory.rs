@@ -1,5 +1,6 @@
 //! Tensor access: `load` and `store` of tiles at tile-grid indices, `gather`
-//! and `scatter` by index tiles, and the element type and rank rules.
+//! and `scatter` by index tiles, flagged tiles between GPUs
+//! (`store_flagged`, `load_flagged`), and the element type and rank rules.
 
 use super::*;
 
@@ -418,33 +419,9 @@ impl<'k> Checker<'k> {
         let (p, dtype) = self.writable(t, "store", span)?;
         let index = self.index(&args[0])?;
         self.use_rank(t, index.len(), span)?;
-        let v = self.expr(&args[1])?;
-        let id = self.concrete(v, Some(dtype), args[1].span())?;
-        let ty = self.ty(id).clone();
-        let Some(shape) = &ty.shape else {
-            bail!(
-                args[1].span(),
-                "`store` writes a tile; make one from a scalar with `full([1], x)`"
-            );
-        };
-        if ty.dtype != dtype {
-            bail!(
-                args[1].span(),
-                "the tile is {} but `{}` holds {dtype}: cast before storing, `t.cast::<{dtype}>()`",
-                ty.dtype,
-                p.name
-            );
-        }
-        if shape.len() != index.len() {
-            bail!(
-                args[1].span(),
-                "the tile has rank {} but the index has {}: a stored tile has the tensor's rank (reshape it with `.reshape([..])`)",
-                shape.len(),
-                count(index.len(), "coordinate")
-            );
-        }
+        let (id, shape) = self.stored_tile(&args[1], (&p.name, dtype), index.len(), "store")?;
         if let ast::ParamKind::Tensor { shape: Some(dims), .. } = &p.kind {
-            for (axis, (d, &extent)) in dims.iter().zip(shape).enumerate() {
+            for (axis, (d, &extent)) in dims.iter().zip(&shape).enumerate() {
                 let size = match d {
                     ast::Dim::Fixed(n) => Some(*n),
                     ast::Dim::Name(n) => self.const_value(n),
@@ -470,6 +447,120 @@ impl<'k> Checker<'k> {
             span,
         );
         Ok(Val::Unit)
+    }
+
+    /// The tile `e` that `what` (`store`, `store_flagged`) writes into
+    /// tensor `name` of `dtype` at an index of `rank` coordinates, and its
+    /// shape: a tile of that dtype and rank.
+    fn stored_tile(
+        &mut self,
+        e: &Expr,
+        (name, dtype): (&proc_macro2::Ident, DType),
+        rank: usize,
+        what: &str,
+    ) -> Result<(ValueId, Vec<usize>)> {
+        let v = self.expr(e)?;
+        let id = self.concrete(v, Some(dtype), e.span())?;
+        let ty = self.ty(id).clone();
+        let Some(shape) = ty.shape else {
+            bail!(
+                e.span(),
+                "`{what}` writes a tile; make one from a scalar with `full([1], x)`"
+            );
+        };
+        if ty.dtype != dtype {
+            bail!(
+                e.span(),
+                "the tile is {} but `{name}` holds {dtype}: cast before storing, `t.cast::<{dtype}>()`",
+                ty.dtype
+            );
+        }
+        if shape.len() != rank {
+            bail!(
+                e.span(),
+                "the tile has rank {} but the index has {}: a stored tile has the tensor's rank (reshape it with `.reshape([..])`)",
+                shape.len(),
+                count(rank, "coordinate")
+            );
+        }
+        Ok((id, shape))
+    }
+
+    /// `peer.store_flagged([i, j], tile, flag)`: the tile into a flagged
+    /// tensor, each 4 bytes of it beside the u32 `flag` (NCCL's
+    /// low-latency protocol), for a reader polling with `load_flagged`.
+    pub(super) fn store_flagged(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        Self::arg_count(args, 3, "store_flagged", "y.store_flagged([i, j], tile, flag)", span)?;
+        let (p, dtype) = self.writable(t, "store_flagged", span)?;
+        let index = self.index(&args[0])?;
+        self.use_rank(t, index.len(), span)?;
+        let (value, shape) = self.stored_tile(&args[1], (&p.name, dtype), index.len(), "store_flagged")?;
+        Self::flagged_words(dtype, &shape, args[1].span())?;
+        let flag = self.flag_value(&args[2])?;
+        self.push(
+            OpKind::StoreFlagged {
+                tensor: t,
+                index,
+                value,
+                flag,
+            },
+            None,
+            span,
+        );
+        Ok(Val::Unit)
+    }
+
+    /// `inbox.load_flagged([i, j], [BM, BN], flag)`: the tile a
+    /// `store_flagged` of `flag` wrote, polled for until it has arrived.
+    pub(super) fn load_flagged(&mut self, t: usize, args: &[Expr], span: Span) -> Result<Val> {
+        let example = "x.load_flagged([i, j], [BM, BN], flag)";
+        Self::arg_count(args, 3, "load_flagged", example, span)?;
+        let (index, shape) = self.tile_at(t, &args[..2], ("load_flagged", example), span)?;
+        let (_, dtype, _) = self.tensor_param(t);
+        Self::flagged_words(dtype, &shape, args[1].span())?;
+        let flag = self.flag_value(&args[2])?;
+        Ok(Val::Value(self.push(
+            OpKind::LoadFlagged { tensor: t, index, flag },
+            Some(Ty::tile(dtype, shape)),
+            span,
+        )))
+    }
+
+    /// A flagged tensor's data sits in 4-byte words beside the flags: a
+    /// tile's rows hold at least a word.
+    fn flagged_words(dtype: DType, shape: &[usize], span: Span) -> Result<()> {
+        let extent = shape.last().copied().unwrap_or(1);
+        if extent * dtype.bytes() < 4 {
+            bail!(
+                span,
+                "a flagged tile's rows are whole 4-byte words, each beside its flag: {} along the last axis is {} bytes; take at least {} there",
+                count(extent, &format!("{dtype} element")),
+                extent * dtype.bytes(),
+                4 / dtype.bytes()
+            );
+        }
+        Ok(())
+    }
+
+    /// The flag of `store_flagged` or `load_flagged`: a block-uniform u32.
+    fn flag_value(&mut self, e: &Expr) -> Result<ValueId> {
+        let v = self.expr(e)?;
+        let flag = self.concrete(v, Some(DType::U32), e.span())?;
+        let ty = self.ty(flag).clone();
+        if ty.shape.is_some() {
+            bail!(
+                e.span(),
+                "the flag is one block-uniform u32 scalar (a round that counts up), not a {ty}: every element of a flagged tile carries the same flag"
+            );
+        }
+        if ty.dtype != DType::U32 {
+            bail!(
+                e.span(),
+                "the flag is a u32 (a round that counts up), not {}: cast first, `round.cast::<u32>()`",
+                ty.dtype
+            );
+        }
+        Ok(flag)
     }
 }
 

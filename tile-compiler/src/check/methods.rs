@@ -54,6 +54,8 @@ impl Checker<'_> {
                 "signal" => self.flag(t, args, true, span),
                 "wait" => self.flag(t, args, false, span),
                 "store" => self.store(t, args, span),
+                "store_flagged" => self.store_flagged(t, args, span),
+                "load_flagged" => self.load_flagged(t, args, span),
                 "prefetch" => self.prefetch(t, args, span),
                 "shape" => {
                     Self::arg_count(args, 1, "shape", "x.shape(axis)", span)?;
@@ -84,7 +86,7 @@ impl Checker<'_> {
                 }
                 _ => bail!(
                     method.span(),
-                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, atomic_max, atomic_min, atomic_exch, atomic_cas, fetch_add, signal, wait, get and shape"
+                    "unknown tensor method `{name}`: tensors have load, store, prefetch, gather, scatter, atomic_add, atomic_max, atomic_min, atomic_exch, atomic_cas, fetch_add, signal, wait, store_flagged, load_flagged, get and shape"
                 ),
             };
         }

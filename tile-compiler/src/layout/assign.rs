@@ -279,6 +279,23 @@ impl Pass<'_> {
                 }
                 *value = self.materialize(*value, &l, out, span);
             }
+            OpKind::LoadFlagged { .. } => {
+                let r = result.expect("load result");
+                let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));
+                self.layouts.insert(r, l);
+            }
+            // Flagged lines carry whole 4-byte words of a thread's run,
+            // which the blocked layout's runs are (the check asks rows of
+            // a word or more).
+            OpKind::StoreFlagged { value, .. } => {
+                let mut l = self.natural(*value);
+                let blocked = self.blocked(&l.shape);
+                let last = l.shape.len() - 1;
+                if l.contiguous_run(last) < blocked.contiguous_run(last) {
+                    l = blocked;
+                }
+                *value = self.materialize(*value, &l, out, span);
+            }
             OpKind::Gather { index, .. } => {
                 let r = result.expect("gather result");
                 let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));

@@ -75,6 +75,16 @@ impl Lower<'_> {
                 self.store(*tensor, index, *value);
                 vec![]
             }
+            OpKind::StoreFlagged {
+                tensor,
+                index,
+                value,
+                flag,
+            } => {
+                self.store_flagged(*tensor, index, *value, *flag);
+                vec![]
+            }
+            OpKind::LoadFlagged { tensor, index, flag } => self.load_flagged(*tensor, index, *flag, r.expect("result")),
             OpKind::Gather { tensor, index, pad } => self.gather(*tensor, index, *pad),
             OpKind::Prefetch { tensor, index, shape } => {
                 self.prefetch(*tensor, index, shape);

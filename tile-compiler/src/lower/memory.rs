@@ -333,9 +333,28 @@ impl Lower<'_> {
         (pos, inb)
     }
 
+    /// This thread's first element along each dimension of tile `l` at
+    /// tile-grid `index`.
+    pub(super) fn thread_base(&mut self, index: &[ValueId], l: &Layout) -> Vec<String> {
+        let index: Vec<String> = index.iter().map(|&i| self.scalar(i)).collect();
+        let coords = self.coords(l);
+        (0..l.shape.len())
+            .map(|d| {
+                let origin = self.tile_origin(&index[d], l.shape[d]);
+                match &coords[d] {
+                    None => origin,
+                    Some(c) => {
+                        let b = self.reg(RegClass::B32);
+                        self.emit(format!("add.s32 {b}, {origin}, {c};"));
+                        b
+                    }
+                }
+            })
+            .collect()
+    }
+
     /// The accesses that move tile `l` of tensor `t` at tile-grid `index`.
     pub(super) fn accesses(&mut self, t: usize, index: &[ValueId], l: &Layout, store: bool) -> Vec<Access> {
-        let index: Vec<String> = index.iter().map(|&i| self.scalar(i)).collect();
         let param = self.func.tensor(t).clone();
         let rank = param.rank;
         let eb = param.dtype.bytes();
@@ -343,20 +362,7 @@ impl Lower<'_> {
             let tr = &self.tensors[&t];
             (tr.ptr.clone(), tr.dims.clone(), tr.strides.clone())
         };
-        let coords = self.coords(l);
-        // This thread's first element along each dimension.
-        let mut base = Vec::new();
-        for d in 0..rank {
-            let origin = self.tile_origin(&index[d], l.shape[d]);
-            base.push(match &coords[d] {
-                None => origin,
-                Some(c) => {
-                    let b = self.reg(RegClass::B32);
-                    self.emit(format!("add.s32 {b}, {origin}, {c};"));
-                    b
-                }
-            });
-        }
+        let base = self.thread_base(index, l);
         let vectors = self.vectorized.contains(&t);
         if vectors {
             self.vector_accessed.insert(t);

@@ -16,6 +16,7 @@ mod cluster;
 mod control;
 mod convert;
 mod emit;
+mod flagged;
 mod memory;
 mod persistent;
 mod pipeline;

@@ -26,7 +26,9 @@ fn touches_memory(op: &Op) -> bool {
         | OpKind::Atomic { .. }
         | OpKind::FetchAdd { .. }
         | OpKind::Signal { .. }
-        | OpKind::Wait { .. } => true,
+        | OpKind::Wait { .. }
+        | OpKind::StoreFlagged { .. }
+        | OpKind::LoadFlagged { .. } => true,
         k => k.bodies().iter().any(|b| b.iter().any(touches_memory)),
     }
 }

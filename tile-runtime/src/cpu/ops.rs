@@ -433,6 +433,59 @@ pub fn gelu<T: Float>(a: T) -> T {
     })
 }
 
+/// Element types a flagged tensor holds (`store_flagged`): each 4-byte
+/// word of data is `PER_WORD` elements, and its u32 flag takes as many,
+/// low half first.
+pub trait Flagged: crate::Element {
+    /// Elements in 4 bytes.
+    const PER_WORD: usize;
+    /// Part `k` of a word's bits, as an element.
+    fn from_word_part(word: u32, k: usize) -> Self;
+    /// This element's bits, zero-extended.
+    fn word_part(self) -> u32;
+}
+impl Flagged for f32 {
+    const PER_WORD: usize = 1;
+    fn from_word_part(word: u32, _: usize) -> Self {
+        f32::from_bits(word)
+    }
+    fn word_part(self) -> u32 {
+        self.to_bits()
+    }
+}
+impl Flagged for i32 {
+    const PER_WORD: usize = 1;
+    fn from_word_part(word: u32, _: usize) -> Self {
+        word as i32
+    }
+    fn word_part(self) -> u32 {
+        self as u32
+    }
+}
+impl Flagged for u32 {
+    const PER_WORD: usize = 1;
+    fn from_word_part(word: u32, _: usize) -> Self {
+        word
+    }
+    fn word_part(self) -> u32 {
+        self
+    }
+}
+macro_rules! flagged_halves {
+    ($($t:ty),*) => {
+        $(impl Flagged for $t {
+            const PER_WORD: usize = 2;
+            fn from_word_part(word: u32, k: usize) -> Self {
+                <$t>::from_bits((word >> (16 * k)) as u16)
+            }
+            fn word_part(self) -> u32 {
+                self.to_bits() as u32
+            }
+        })*
+    };
+}
+flagged_halves!(half::f16, half::bf16);
+
 /// Reading 32 bits as another type (`.bitcast::<U>()`).
 pub trait BitcastTo<U> {
     /// The same bits as `U`.
