@@ -86,6 +86,16 @@ fn split_equals_whole<B: Collective<T> + Clone, T: Float>(
     if same_tokens {
         assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: greedy tokens");
     }
+    // One sequence: decode steps of one row.
+    let single = Request {
+        prompts: request.prompts[..1].to_vec(),
+        ..request.clone()
+    };
+    let want = generate(whole, &model, &single, |_, _| true).unwrap();
+    let got = split.generate(&single, |_, _| true).unwrap();
+    if same_tokens {
+        assert_eq!(got.tokens, want.tokens, "{what}, TP={n}: greedy tokens of one sequence");
+    }
     // Drawn at a temperature on every rank, each token's noise the same
     // on whichever rank holds it.
     let request = Request {
