@@ -1195,3 +1195,43 @@ fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
     assert_eq!(entries, [("scale_256_v", &[0, 4][..]), ("scale_256_s", &[][..])]);
     assert!(ptx(&k, true).contains("ld.global.nc.v4.f32"));
 }
+
+#[test]
+fn flagged_tensors_move_in_lines_in_every_variant() {
+    // `inbox` and `peer` hold flagged tiles: both variants ask them 16-byte
+    // aligned and move them in 16-byte lines (data word, flag, data word,
+    // flag), stored once and polled with a warp vote; `x` and `y` take
+    // vectors in the first variant only.
+    let k = compile(
+        "B = [1024]",
+        "fn swap<const B: usize>(
+            x: &Tensor<f32>,
+            inbox: &Tensor<f32>,
+            peer: &mut Tensor<f32>,
+            y: &mut Tensor<f32>,
+            round: u32,
+        ) {
+            let b = block_id(0);
+            peer.store_flagged([0, b], x.load([0, b], [1, B]), round);
+            y.store([0, b], inbox.load_flagged([0, b], [1, B], round));
+        }",
+    );
+    let entries: Vec<(&str, &[usize])> = k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect();
+    assert_eq!(
+        entries,
+        [("swap_1024_v", &[0, 1, 2, 3][..]), ("swap_1024_s", &[1, 2][..])]
+    );
+    for v in &k.variants {
+        let p = text(v);
+        assert!(p.contains("st.volatile.global.v4.b32"), "{}", v.entry);
+        assert!(p.contains("ld.volatile.global.v4.b32"), "{}", v.entry);
+        assert!(p.contains("vote.sync.all.pred"), "{}", v.entry);
+        assert!(!p.contains("fence") && !p.contains("membar"), "{}: no fence", v.entry);
+    }
+    let scalar = k
+        .variants
+        .iter()
+        .find(|v| v.entry.ends_with("_s"))
+        .expect("the s variant");
+    assert!(!text(scalar).contains("ld.global.nc.v4.f32"));
+}
