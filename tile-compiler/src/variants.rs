@@ -216,19 +216,10 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
 /// The tensor parameters `func` moves as flagged tiles (`store_flagged`,
 /// `load_flagged`), in order.
 fn flagged(func: &Func) -> Vec<usize> {
-    fn visit(ops: &[Op], seen: &mut Vec<bool>) {
-        for op in ops {
-            if let OpKind::StoreFlagged { tensor, .. } | OpKind::LoadFlagged { tensor, .. } = op.kind {
-                seen[tensor] = true;
-            }
-            for body in op.kind.bodies() {
-                visit(body, seen);
-            }
-        }
-    }
-    let mut seen = vec![false; func.params.len()];
-    visit(&func.body, &mut seen);
-    func.tensor_params().into_iter().filter(|&t| seen[t]).collect()
+    tensors_where(func, &|op| match op.kind {
+        OpKind::StoreFlagged { tensor, .. } | OpKind::LoadFlagged { tensor, .. } => Some(tensor),
+        _ => None,
+    })
 }
 
 /// The tensor parameters `func` loads or stores as tiles of rows of more
@@ -236,28 +227,35 @@ fn flagged(func: &Func) -> Vec<usize> {
 /// one-element rows, a `[1]` counter reset, say, moves element by element
 /// in any variant.)
 fn tile_accessed(func: &Func) -> Vec<usize> {
-    fn visit(func: &Func, ops: &[Op], seen: &mut Vec<bool>) {
+    let row = |v: usize| {
+        func.values[v]
+            .shape
+            .as_ref()
+            .and_then(|s| s.last())
+            .copied()
+            .unwrap_or(1)
+    };
+    tensors_where(func, &|op| match op.kind {
+        OpKind::Load { tensor, .. } if row(op.results[0]) > 1 => Some(tensor),
+        OpKind::Store { tensor, value, .. } if row(value) > 1 => Some(tensor),
+        _ => None,
+    })
+}
+
+/// The tensor parameters that `pick` names for some op of `func`, nested
+/// bodies included, in order.
+fn tensors_where(func: &Func, pick: &dyn Fn(&Op) -> Option<usize>) -> Vec<usize> {
+    fn visit(ops: &[Op], pick: &dyn Fn(&Op) -> Option<usize>, seen: &mut Vec<bool>) {
         for op in ops {
-            let tile = match op.kind {
-                OpKind::Load { tensor, .. } => Some((tensor, op.results[0])),
-                OpKind::Store { tensor, value, .. } => Some((tensor, value)),
-                _ => None,
-            };
-            if let Some((t, v)) = tile {
-                let row = func.values[v]
-                    .shape
-                    .as_ref()
-                    .and_then(|s| s.last())
-                    .copied()
-                    .unwrap_or(1);
-                seen[t] |= row > 1;
+            if let Some(t) = pick(op) {
+                seen[t] = true;
             }
             for body in op.kind.bodies() {
-                visit(func, body, seen);
+                visit(body, pick, seen);
             }
         }
     }
     let mut seen = vec![false; func.params.len()];
-    visit(func, &func.body, &mut seen);
+    visit(&func.body, pick, &mut seen);
     func.tensor_params().into_iter().filter(|&t| seen[t]).collect()
 }

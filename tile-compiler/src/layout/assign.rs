@@ -241,6 +241,7 @@ impl Pass<'_> {
             .operands()
             .iter()
             .all(|v| !self.is_tile(*v) || self.flexible.contains_key(v));
+        let flagged_store = matches!(op.kind, OpKind::StoreFlagged { .. });
         match &mut op.kind {
             OpKind::Splat(_) | OpKind::Arange | OpKind::Broadcast(_) if result_is_tile => {
                 self.flexible.insert(result.expect("result"), op.kind.clone());
@@ -261,19 +262,21 @@ impl Pass<'_> {
                 };
                 self.layouts.insert(r, l);
             }
-            OpKind::Store { tensor, value, .. } => {
+            OpKind::Store { tensor, value, .. } | OpKind::StoreFlagged { tensor, value, .. } => {
                 // Stores move 16-byte runs of a row: a tile held in shorter
                 // runs along its last dimension (an `mma` accumulator, a
                 // transpose) is stored from the blocked layout instead, the
                 // conversion going through shared memory.
                 // Unless the tensor is stored with vectors and a warp's store
                 // still writes whole 32-byte sectors (an f32 accumulator:
-                // 8 bytes a thread, 4 lanes along a row).
+                // 8 bytes a thread, 4 lanes along a row). Flagged lines
+                // always take the blocked runs: whole 4-byte words of a
+                // thread's (the check asks rows of a word or more).
                 let mut l = self.natural(*value);
                 let blocked = self.blocked(&l.shape);
                 let last = l.shape.len() - 1;
                 let sector = 32 / smem_bytes(self.values[*value].dtype);
-                let whole_sectors = self.vectorized.contains(tensor) && l.warp_run(last) >= sector;
+                let whole_sectors = !flagged_store && self.vectorized.contains(tensor) && l.warp_run(last) >= sector;
                 if l.contiguous_run(last) < blocked.contiguous_run(last) && !whole_sectors {
                     l = blocked;
                 }
@@ -283,18 +286,6 @@ impl Pass<'_> {
                 let r = result.expect("load result");
                 let l = self.blocked(self.values[r].shape.as_ref().expect("tile"));
                 self.layouts.insert(r, l);
-            }
-            // Flagged lines carry whole 4-byte words of a thread's run,
-            // which the blocked layout's runs are (the check asks rows of
-            // a word or more).
-            OpKind::StoreFlagged { value, .. } => {
-                let mut l = self.natural(*value);
-                let blocked = self.blocked(&l.shape);
-                let last = l.shape.len() - 1;
-                if l.contiguous_run(last) < blocked.contiguous_run(last) {
-                    l = blocked;
-                }
-                *value = self.materialize(*value, &l, out, span);
             }
             OpKind::Gather { index, .. } => {
                 let r = result.expect("gather result");
