@@ -12,8 +12,9 @@
 //! the logits, which [`TensorParallel`] joins on the host for sampling
 //! (a greedy or plain-temperature step joins each rank's pick instead).
 //!
-//! Across two GPUs with peer access, the all-reduce of a tensor that fits
-//! it (a decode step's) is the DSL's one-shot kernel
+//! Across two to four GPUs with peer access among them all, the
+//! all-reduce of a tensor that fits it (a decode step's) is the DSL's
+//! one-shot kernel
 //! ([`tile_kernels::collective`]), and NCCL's (cudarc's `nccl`, one
 //! process driving the GPUs, one thread per GPU) otherwise, or everywhere
 //! with `TILE_ALL_REDUCE=nccl`. Across CPU ranks it is a host sum, which
@@ -31,7 +32,7 @@ use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
 use tile_kernels::argmax::Draw;
-use tile_kernels::collective::PairAllReduce;
+use tile_kernels::collective::{MOST_RANKS, PeerAllReduce};
 
 /// The part of a model one rank holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,20 +177,20 @@ impl<T: Float + NcclType> AllReduce<Stream, T> for Nccl {
     }
 }
 
-/// One of two GPU ranks with peer access: the one-shot all-reduce for
-/// tensors it takes, NCCL's for larger ones.
+/// One of 2 to [`MOST_RANKS`] GPU ranks with peer access among them all:
+/// the one-shot all-reduce for tensors it takes, NCCL's for larger ones.
 struct PeerSum<T: Float> {
-    pair: Mutex<PairAllReduce<T>>,
+    peers: Mutex<PeerAllReduce<T>>,
     nccl: Nccl,
 }
 
 impl<T: Float + NcclType> AllReduce<Stream, T> for PeerSum<T> {
     fn sum(&self, on: &Stream, x: &mut Tensor<T>) -> Result<()> {
-        if !PairAllReduce::<T>::fits(x.len()) {
+        if !PeerAllReduce::<T>::fits(x.len()) {
             return self.nccl.sum(on, x);
         }
-        let mut pair = self.pair.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(pair.sum(x)?)
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(peers.sum(x)?)
     }
 }
 
@@ -222,18 +223,15 @@ impl<T: Float + NcclType> Collective<T> for Stream {
                 )));
             }
         };
-        if let [a, b] = ranks
-            && !nccl_only
-            && a.can_access_peer(b)?
-            && b.can_access_peer(a)?
-        {
-            let pairs = PairAllReduce::<T>::join([a, b])?;
-            return Ok(pairs
+        if !nccl_only && ranks.len() <= MOST_RANKS && all_peers(ranks)? {
+            let ranks: Vec<&Stream> = ranks.iter().collect();
+            let ends = PeerAllReduce::<T>::join(&ranks)?;
+            return Ok(ends
                 .into_iter()
                 .zip(nccls)
-                .map(|(pair, nccl)| {
+                .map(|(end, nccl)| {
                     Box::new(PeerSum {
-                        pair: Mutex::new(pair),
+                        peers: Mutex::new(end),
                         nccl,
                     }) as Box<dyn AllReduce<Stream, T>>
                 })
@@ -241,6 +239,18 @@ impl<T: Float + NcclType> Collective<T> for Stream {
         }
         Ok(nccls.map(|n| Box::new(n) as Box<dyn AllReduce<Stream, T>>).collect())
     }
+}
+
+/// Whether every rank's GPU can address every other's memory.
+fn all_peers(ranks: &[Stream]) -> Result<bool> {
+    for a in ranks {
+        for b in ranks {
+            if !std::ptr::eq(a, b) && !a.can_access_peer(b)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Per sequence, the ranks' pick (value, token) with the largest value, the

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device};
-use tile_kernels::collective::{CAPACITY, PairAllReduce};
+use tile_kernels::collective::{CAPACITY, PeerAllReduce};
 
 fn embedded() -> Checkpoint {
     Checkpoint::embedded().unwrap()
@@ -154,8 +154,8 @@ fn every_rank_needs_a_head() {
     }
 }
 
-/// The most ranks the GPU test splits a model over: the embedded model
-/// has 4 heads.
+/// The most ranks the GPU tests use: the embedded model has 4 heads, and
+/// the one-shot all-reduce joins up to `collective::MOST_RANKS` (4).
 const MOST_RANKS: usize = 4;
 
 /// GPUs 0 up to [`MOST_RANKS`] - 1 (at least two), or why this machine
@@ -200,16 +200,19 @@ fn gpu_ranks_equal_one(devices: Vec<Arc<Device>>) {
     }
 }
 
-/// The DSL's one-shot all-reduce between GPUs 0 and 1: both ends get the
-/// elementwise sum, bit for bit what the host adds in f32 and rounds to
-/// the type, over ragged sizes (one element to [`CAPACITY`]) and several
-/// rounds of each (both inbox slots); a tensor over the capacity is a
-/// typed error that queues nothing.
+/// The DSL's one-shot all-reduce over GPUs 0 and 1, then over every larger
+/// count the machine has, up to [`MOST_RANKS`]: every end gets the
+/// elementwise sum, bit for bit what the host adds in f32 in rank order
+/// and rounds to the type, over ragged sizes (one element to
+/// [`CAPACITY`]) and several rounds of each (both inbox slots); a tensor
+/// over the capacity is a typed error that queues nothing.
 fn gpu_one_shot_all_reduce_sums_exactly(devices: Vec<Arc<Device>>) {
-    fn check<T: Float>(ends: &mut [PairAllReduce<T>; 2], on: [&tile::Stream; 2], seed: u64) {
+    fn check<T: Float>(on: &[&tile::Stream], seed: u64) {
+        let n = on.len();
+        let mut ends = PeerAllReduce::<T>::join(on).unwrap();
         let mut state = seed;
-        let mut random = |n: usize| -> Vec<T> {
-            (0..n)
+        let mut random = |len: usize| -> Vec<T> {
+            (0..len)
                 .map(|_| {
                     state = state
                         .wrapping_mul(6364136223846793005)
@@ -227,12 +230,18 @@ fn gpu_one_shot_all_reduce_sums_exactly(devices: Vec<Arc<Device>>) {
             (CAPACITY, vec![CAPACITY]),
         ] {
             for round in 0..3 {
-                let parts = [random(len), random(len)];
-                let want: Vec<T> = (parts[0].iter().zip(&parts[1]))
-                    .map(|(a, b)| T::from(a.to_f32().unwrap() + b.to_f32().unwrap()).unwrap())
+                let parts: Vec<Vec<T>> = (0..n).map(|_| random(len)).collect();
+                let want: Vec<T> = (0..len)
+                    .map(|i| {
+                        let sum = parts.iter().fold(None, |acc: Option<f32>, p| {
+                            let v = p[i].to_f32().unwrap();
+                            Some(acc.map_or(v, |a| a + v))
+                        });
+                        T::from(sum.unwrap()).unwrap()
+                    })
                     .collect();
-                let mut xs: Vec<_> = (0..2).map(|r| on[r].upload_slice(&parts[r], &shape).unwrap()).collect();
-                // Queued on both GPUs before either waits for the other.
+                let mut xs: Vec<_> = (0..n).map(|r| on[r].upload_slice(&parts[r], &shape).unwrap()).collect();
+                // Queued on every GPU before any waits for the others.
                 for (end, x) in ends.iter_mut().zip(&mut xs) {
                     end.sum(x).unwrap();
                     assert_eq!(x.shape(), &shape[..], "the shape is given back");
@@ -243,7 +252,7 @@ fn gpu_one_shot_all_reduce_sums_exactly(devices: Vec<Arc<Device>>) {
                         got.iter()
                             .zip(&want)
                             .all(|(g, w)| g.to_f32().map(f32::to_bits) == w.to_f32().map(f32::to_bits)),
-                        "{}: rank {r}, {len} elements, round {round}: not the host's sums",
+                        "{}: {n} ranks, rank {r}, {len} elements, round {round}: not the host's sums",
                         std::any::type_name::<T>()
                     );
                 }
@@ -255,11 +264,18 @@ fn gpu_one_shot_all_reduce_sums_exactly(devices: Vec<Arc<Device>>) {
             other => panic!("{} elements: {other:?}", CAPACITY + 1),
         }
     }
-    let on = [devices[0].stream(), devices[1].stream()];
-    let on = [&on[0], &on[1]];
-    check::<f32>(&mut PairAllReduce::join(on).unwrap(), on, 1);
-    check::<bf16>(&mut PairAllReduce::join(on).unwrap(), on, 2);
-    check::<half::f16>(&mut PairAllReduce::join(on).unwrap(), on, 3);
+    let streams: Vec<_> = devices.iter().map(|d| d.stream()).collect();
+    for n in 2..=streams.len() {
+        let on: Vec<&tile::Stream> = streams[..n].iter().collect();
+        check::<f32>(&on, 1);
+        check::<bf16>(&on, 2);
+        check::<half::f16>(&on, 3);
+    }
+    let one = [&streams[0]];
+    match PeerAllReduce::<f32>::join(&one) {
+        Err(tile::Error::Shape(m)) => assert!(m.contains("2 to"), "{m}"),
+        other => panic!("one rank: {:?}", other.map(|e| e.len())),
+    }
 }
 
 fn main() -> ExitCode {
