@@ -22,6 +22,11 @@ fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
 }
 
 /// A variant's PTX entry, as the compiler writes it: text.
+/// Each variant's entry and the tensor parameters it moves in vectors.
+fn vectorized(k: &CompiledKernel) -> Vec<(&str, &[usize])> {
+    k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect()
+}
+
 fn text(v: &Variant) -> &str {
     v.ptx.text().expect("the compiler's PTX is text")
 }
@@ -1191,8 +1196,7 @@ fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
             y.store([r, 0], t * (n + before).cast::<f32>());
         }",
     );
-    let entries: Vec<(&str, &[usize])> = k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect();
-    assert_eq!(entries, [("scale_256_v", &[0, 4][..]), ("scale_256_s", &[][..])]);
+    assert_eq!(vectorized(&k), [("scale_256_v", &[0, 4][..]), ("scale_256_s", &[][..])]);
     assert!(ptx(&k, true).contains("ld.global.nc.v4.f32"));
 }
 
@@ -1216,9 +1220,8 @@ fn flagged_tensors_move_in_lines_in_every_variant() {
             y.store([0, b], inbox.load_flagged([0, b], [1, B], round));
         }",
     );
-    let entries: Vec<(&str, &[usize])> = k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect();
     assert_eq!(
-        entries,
+        vectorized(&k),
         [("swap_1024_v", &[0, 1, 2, 3][..]), ("swap_1024_s", &[1, 2][..])]
     );
     for v in &k.variants {
