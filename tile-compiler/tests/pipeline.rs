@@ -21,12 +21,12 @@ fn ptx(k: &CompiledKernel, vectorized: bool) -> &str {
     )
 }
 
-/// A variant's PTX entry, as the compiler writes it: text.
 /// Each variant's entry and the tensor parameters it moves in vectors.
 fn vectorized(k: &CompiledKernel) -> Vec<(&str, &[usize])> {
     k.variants.iter().map(|v| (&*v.entry, &*v.vectorized)).collect()
 }
 
+/// A variant's PTX entry, as the compiler writes it: text.
 fn text(v: &Variant) -> &str {
     v.ptx.text().expect("the compiler's PTX is text")
 }
