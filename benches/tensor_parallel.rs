@@ -52,6 +52,16 @@ fn prefill(model: &TensorParallel<Stream, bf16>, batch: usize, len: usize) -> f6
     })
 }
 
+/// `f` on each of `items` (one per rank) at once, a thread each, as a
+/// decode step runs its ranks; the results in rank order.
+fn on_every_rank<I: Send, R: Send>(items: impl IntoIterator<Item = I>, f: impl Fn(I) -> R + Sync) -> Vec<R> {
+    let f = &f;
+    std::thread::scope(|s| {
+        let running: Vec<_> = items.into_iter().map(|i| s.spawn(move || f(i))).collect();
+        running.into_iter().map(|r| r.join().unwrap()).collect()
+    })
+}
+
 /// Milliseconds of `count` all-reduces of `[batch, width]` across `ranks`,
 /// each rank on its own thread, as a decode step issues them: replayed
 /// from a CUDA graph of the `count` (as a step replays them; the mean of
@@ -64,15 +74,11 @@ fn all_reduces(ranks: &[Stream], batch: usize, width: usize, count: usize) -> (f
         .map(|on| on.zeros::<bf16>(&[batch, width]).unwrap())
         .collect();
     let mut launch = || {
-        std::thread::scope(|s| {
-            for ((on, all_reduce), x) in ranks.iter().zip(&joined).zip(&mut xs) {
-                s.spawn(move || {
-                    for _ in 0..count {
-                        all_reduce.sum(on, x).unwrap();
-                    }
-                    on.synchronize().unwrap();
-                });
+        on_every_rank(ranks.iter().zip(&joined).zip(&mut xs), |((on, all_reduce), x)| {
+            for _ in 0..count {
+                all_reduce.sum(on, x).unwrap();
             }
+            on.synchronize().unwrap();
         })
     };
     // The first launches also connect NCCL's ranks, which a capture can't.
@@ -80,27 +86,16 @@ fn all_reduces(ranks: &[Stream], batch: usize, width: usize, count: usize) -> (f
     let t = Instant::now();
     launch();
     let launched = t.elapsed().as_secs_f64() * 1e3;
-    let graphs: Vec<Graph> = std::thread::scope(|s| {
-        let capturing: Vec<_> = (ranks.iter().zip(&joined).zip(&mut xs))
-            .map(|((on, all_reduce), x)| {
-                s.spawn(move || {
-                    on.capture(|| (0..count).try_for_each(|_| all_reduce.sum(on, x)))
-                        .unwrap()
-                })
-            })
-            .collect();
-        capturing.into_iter().map(|c| c.join().unwrap()).collect()
+    let graphs: Vec<Graph> = on_every_rank(ranks.iter().zip(&joined).zip(&mut xs), |((on, all_reduce), x)| {
+        on.capture(|| (0..count).try_for_each(|_| all_reduce.sum(on, x)))
+            .unwrap()
     });
     let replay = |times: usize| {
-        std::thread::scope(|s| {
-            for (on, graph) in ranks.iter().zip(&graphs) {
-                s.spawn(move || {
-                    for _ in 0..times {
-                        on.replay(graph).unwrap();
-                    }
-                    on.synchronize().unwrap();
-                });
+        on_every_rank(ranks.iter().zip(&graphs), |(on, graph)| {
+            for _ in 0..times {
+                on.replay(graph).unwrap();
             }
+            on.synchronize().unwrap();
         })
     };
     replay(2);
