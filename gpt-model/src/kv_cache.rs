@@ -45,7 +45,8 @@ pub struct KvCache<B: Backend, T: Element> {
     /// A step's pick per sequence: its largest logit, or largest
     /// perturbed logit when sampling (its column goes to `ids`).
     pub(crate) best: B::Tensor<f32>,
-    /// The greedy pick's scratch over `logits`.
+    /// The greedy pick's scratch over a row of the whole vocabulary (a
+    /// rank of a split model picks from `whole`).
     pub(crate) argmax: ArgmaxScratch<B>,
     /// A sampling step's random key per sequence, written in place.
     pub(crate) keys: B::Tensor<u32>,
@@ -126,7 +127,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
                 .then(|| on.zeros(&[batch, config.vocab_size]))
                 .transpose()?,
             best: on.zeros(&[batch])?,
-            argmax: ArgmaxScratch::new(on, batch, vocab)?,
+            argmax: ArgmaxScratch::new(on, batch, config.vocab_size)?,
             keys: on.zeros(&[batch])?,
             graph: None,
             steps: 0,

@@ -425,7 +425,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let rows = self.prefill_rows(on, cache, prompts)?;
         self.lm_head(on, &rows, (&mut cache.logits, &mut on.zeros(rows.shape())?))?;
         self.pick(on, cache, pick)?;
-        cache.picks_in_ids = self.all_reduce.is_none();
+        cache.picks_in_ids = self.all_reduce.is_none() || self.whole_row(cache, pick);
         self.picked(on, cache, pick)
     }
 
@@ -480,7 +480,9 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// [`Gpt::decode`] for greedy decoding: each sequence's largest logit
     /// and its token id (the lowest, on a tie), found on the backend, so
     /// that the step downloads one pair per sequence instead of its
-    /// logits. On a rank of a split model, the largest of its vocabulary.
+    /// logits. On a rank of a split model, the largest of the whole
+    /// vocabulary's row, which an all-reduce of the ranks' columns gives
+    /// every rank: the ranks pick the same token.
     pub fn decode_greedy(&self, on: &B, cache: &mut KvCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         self.step(on, cache, Feed::Tokens(tokens), Pick::Greedy)?;
         self.picked(on, cache, Pick::Greedy)
@@ -491,10 +493,8 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// among the tokens its top-k and top-p keep, by the Gumbel-max trick
     /// with the sequence's `keys` (one per sequence; a key and the logits
     /// give one token), and its perturbed logit. On a rank of a split
-    /// model, the draw within its vocabulary: the largest of the ranks'
-    /// perturbed logits is the draw over the whole; with top-k or top-p,
-    /// which need the whole row, every rank draws from it (an all-reduce
-    /// joins the ranks' columns).
+    /// model, every rank draws from the whole vocabulary's row (an
+    /// all-reduce joins the ranks' columns): the same token on every rank.
     pub fn decode_sampled(
         &self,
         on: &B,
@@ -514,8 +514,9 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// tokens. Fed [`Feed::Picks`], a step is queued before the host has
     /// read the picks it takes: the backend runs it while the host reads
     /// the step before (what [`generate()`](crate::generate()) does). At
-    /// most two steps are queued at a time. A rank of a split model can't
-    /// queue: its ranks' picks meet on the host.
+    /// most two steps are queued at a time. The ranks of a split model
+    /// pick the same tokens (each from the whole vocabulary's row), so
+    /// each queues its steps alike.
     pub fn queue_decode(
         &self,
         on: &B,
@@ -523,11 +524,6 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         feed: Feed,
         sample: Option<(Draw, &[u32])>,
     ) -> Result<()> {
-        if self.all_reduce.is_some() {
-            return Err(GptError::Parallel(
-                "a rank of a split model can't queue decode steps: the ranks' picks meet on the host".into(),
-            ));
-        }
         if cache.queued == cache.landed.len() {
             return Err(GptError::Prompt(format!(
                 "{} decode steps are queued: read the oldest's tokens (next_picks) first",
@@ -631,9 +627,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
             Feed::Picks(_) if !cache.picks_in_ids => {
                 return Err(GptError::Prompt(
-                    "a step fed the last picks follows a prefill or step that picked on the backend, \
-                     of a model not split over ranks"
-                        .into(),
+                    "a step fed the last picks follows a prefill or step that picked on the backend".into(),
                 ));
             }
             Feed::Picks(_) => {}
@@ -658,7 +652,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
         }
         cache.steps += 1;
-        cache.picks_in_ids = pick != Pick::Logits && self.all_reduce.is_none();
+        cache.picks_in_ids = pick != Pick::Logits && (self.all_reduce.is_none() || self.whole_row(cache, pick));
         cache.advance(grows.into_iter());
         Ok(())
     }
@@ -850,15 +844,19 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let (best, column) = (&mut cache.best, &mut cache.ids);
         match (pick, &mut cache.whole, &self.all_reduce) {
             (Pick::Logits, ..) => {}
-            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, &mut cache.argmax, best, column)?,
-            // Top-k and top-p over a split vocabulary: each rank places its
-            // columns in the whole row, an all-reduce joins them, and every
-            // rank draws the same token from it.
-            (Pick::Sample(draw), Some(whole), Some(all_reduce)) if whole_row => {
+            // Over a split vocabulary: each rank places its columns in the
+            // whole row, an all-reduce joins them, and every rank picks the
+            // same token from it (top-k and top-p need the whole row; so
+            // does a pick the next step takes from `ids` on every rank).
+            (_, Some(whole), Some(all_reduce)) if whole_row => {
                 argmax::place(on, &cache.logits, whole, self.shard.vocab.start)?;
                 all_reduce.sum(on, whole)?;
-                argmax::run_gumbel(on, (whole, &cache.keys), (draw, 0), best, column)?
+                match pick {
+                    Pick::Sample(draw) => argmax::run_gumbel(on, (whole, &cache.keys), (draw, 0), best, column)?,
+                    _ => argmax::run(on, whole, &mut cache.argmax, best, column)?,
+                }
             }
+            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, &mut cache.argmax, best, column)?,
             (Pick::Sample(draw), ..) => {
                 let first = self.shard.vocab.start;
                 argmax::run_gumbel(on, (&cache.logits, &cache.keys), (draw, first), best, column)?
@@ -867,9 +865,10 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         Ok(())
     }
 
-    /// Whether a step ending as `pick` draws from the whole vocabulary's
-    /// row though this rank holds part of it (top-k and top-p need it).
+    /// Whether a step ending as `pick` picks from the whole vocabulary's
+    /// row though this rank holds part of it: every pick on a rank of a
+    /// split model, so that the ranks pick the same token on the backend.
     fn whole_row(&self, cache: &KvCache<B, T>, pick: Pick) -> bool {
-        matches!(pick, Pick::Sample(d) if d.filters()) && cache.whole.is_some() && self.all_reduce.is_some()
+        pick != Pick::Logits && cache.whole.is_some() && self.all_reduce.is_some()
     }
 }

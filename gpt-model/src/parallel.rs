@@ -27,7 +27,6 @@ use crate::kv_cache::{Feed, KvCache};
 use crate::model::{Float, Gpt};
 use crate::{GptError, Result};
 use cudarc::nccl::{Comm, NcclType, ReduceOp};
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Barrier, Mutex};
 use tile::{Backend, Cpu, HostTensor, Stream, Tensor};
@@ -253,19 +252,18 @@ fn all_peers(ranks: &[Stream]) -> Result<bool> {
     Ok(true)
 }
 
-/// Per sequence, the ranks' pick (value, token) with the largest value, the
-/// first rank's on a tie (ranks hold the vocabulary in order).
-fn largest(ranks: Vec<Vec<(f32, u32)>>) -> Vec<(f32, u32)> {
+/// The ranks' picks, rank 0's: every rank picks from the whole
+/// vocabulary's row, so they are the same tokens; an error where a rank's
+/// differ.
+fn agreed<P>(ranks: Vec<Vec<P>>, token: impl Fn(&P) -> u32) -> Result<Vec<P>> {
     let mut ranks = ranks.into_iter();
-    let mut best = ranks.next().unwrap_or_default();
+    let first = ranks.next().unwrap_or_default();
     for rank in ranks {
-        for (b, r) in best.iter_mut().zip(rank) {
-            if r.0 > b.0 {
-                *b = r;
-            }
+        if !rank.iter().map(&token).eq(first.iter().map(&token)) {
+            return Err(GptError::Parallel("the ranks picked different tokens".into()));
         }
     }
-    best
+    Ok(first)
 }
 
 /// A GPT-2 split over ranks, each on its own backend; with one rank, the
@@ -276,10 +274,9 @@ pub struct TensorParallel<B: Backend, T: Float> {
     shards: Vec<Gpt<B, T>>,
 }
 
-/// A [`KvCache`] per rank, each holding its rank's heads, the tokens of
-/// the steps generation queued, picked but not yet read, and the whole
+/// A [`KvCache`] per rank, each holding its rank's heads, and the whole
 /// logits of the last pass that returned them (the ranks' columns joined).
-pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>, VecDeque<Vec<u32>>, Vec<f32>);
+pub struct ShardedCache<B: Backend, T: Float>(Vec<KvCache<B, T>>, Vec<f32>);
 
 impl<B: Backend, T: Float> ShardedCache<B, T> {
     /// Each sequence's tokens so far.
@@ -329,7 +326,6 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
             caches
                 .map(|(on, m)| m.cache(on, batch, capacity))
                 .collect::<Result<_>>()?,
-            VecDeque::new(),
             Vec::new(),
         ))
     }
@@ -340,11 +336,11 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         self.each(cache, |on, model, cache| model.prefill(on, cache, prompts).map(|_| ()))
     }
 
-    /// [`Gpt::prefill_greedy`] on every rank: each prompt's next token, the
-    /// largest of the ranks' picks, as [`TensorParallel::decode_greedy`].
+    /// [`Gpt::prefill_greedy`] on every rank: each prompt's next token, as
+    /// [`TensorParallel::decode_greedy`] picks.
     pub fn prefill_greedy(&self, cache: &mut ShardedCache<B, T>, prompts: &[Vec<u32>]) -> Result<Vec<(f32, u32)>> {
         let ranks = self.on_every_rank(cache, |on, model, cache| model.prefill_greedy(on, cache, prompts))?;
-        Ok(largest(ranks))
+        agreed(ranks, |p| p.1)
     }
 
     /// [`Gpt::prefill_sampled`] on every rank: each prompt's next token, as
@@ -358,7 +354,7 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         let ranks = self.on_every_rank(cache, |on, model, cache| {
             model.prefill_sampled(on, cache, prompts, sample)
         })?;
-        Ok(largest(ranks))
+        agreed(ranks, |p| p.1)
     }
 
     /// [`Gpt::decode`] on every rank: the logits, `[batch, vocab_size]`.
@@ -367,17 +363,15 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
     }
 
     /// [`Gpt::decode_greedy`] on every rank: each sequence's largest logit
-    /// and its token id, the largest of the ranks' (the lowest id on a tie:
-    /// ranks hold the vocabulary in order).
+    /// and its token id (the lowest on a tie), which every rank picks from
+    /// the whole vocabulary's row.
     pub fn decode_greedy(&self, cache: &mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<Vec<(f32, u32)>> {
         let ranks = self.on_every_rank(cache, |on, model, cache| model.decode_greedy(on, cache, tokens))?;
-        Ok(largest(ranks))
+        agreed(ranks, |p| p.1)
     }
 
-    /// [`Gpt::decode_sampled`] on every rank: each sequence's token, the
-    /// ranks' draw with the largest perturbed logit (a token's noise is
-    /// the same on whichever rank holds it); with top-k or top-p, every
-    /// rank's draw from the whole row.
+    /// [`Gpt::decode_sampled`] on every rank: each sequence's token, which
+    /// every rank draws from the whole vocabulary's row.
     pub fn decode_sampled(
         &self,
         cache: &mut ShardedCache<B, T>,
@@ -387,7 +381,7 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         let ranks = self.on_every_rank(cache, |on, model, cache| {
             model.decode_sampled(on, cache, tokens, sample)
         })?;
-        Ok(largest(ranks))
+        agreed(ranks, |p| p.1)
     }
 
     /// [`generate`](crate::generate()) on the split model.
@@ -408,18 +402,18 @@ impl<B: Collective<T>, T: Float> TensorParallel<B, T> {
         }
         let vocab = self.config().vocab_size;
         let rows = cache.0[0].batch();
-        cache.2.resize(rows * vocab, 0.0);
+        cache.1.resize(rows * vocab, 0.0);
         for (rank, model) in cache.0.iter().zip(&self.shards) {
             let cols = model.shard().vocab.clone();
             for (row, part) in cache
-                .2
+                .1
                 .chunks_exact_mut(vocab)
                 .zip(rank.logits_host.chunks_exact(cols.len()))
             {
                 row[cols.clone()].copy_from_slice(part);
             }
         }
-        Ok(&cache.2)
+        Ok(&cache.1)
     }
 
     /// Runs `pass` on every rank at once (a thread each, with more than
@@ -471,26 +465,18 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
     fn decode<'c>(&self, cache: &'c mut ShardedCache<B, T>, tokens: &[Option<u32>]) -> Result<&'c [f32]> {
         TensorParallel::decode(self, cache, tokens)
     }
-    /// Runs the step at once (the ranks' picks meet on the host) and
-    /// keeps its tokens for `next_picks`; fed the tokens only.
+    /// Queues the step on every rank: each picks the same tokens, from
+    /// the whole vocabulary's row, so a step can take the last one's.
     fn queue(&self, cache: &mut ShardedCache<B, T>, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()> {
-        let Feed::Tokens(tokens) = feed else {
-            return Err(GptError::Parallel(
-                "a model split over ranks takes each step's tokens from the host".into(),
-            ));
-        };
-        let picks = match sample {
-            None => TensorParallel::decode_greedy(self, cache, tokens)?,
-            Some(sample) => TensorParallel::decode_sampled(self, cache, tokens, sample)?,
-        };
-        cache.1.push_back(picks.into_iter().map(|(_, t)| t).collect());
+        self.on_every_rank(cache, |on, model, cache| model.queue_decode(on, cache, feed, sample))?;
         Ok(())
     }
     fn next_picks(&self, cache: &mut ShardedCache<B, T>) -> Result<Vec<u32>> {
-        (cache.1.pop_front()).ok_or_else(|| GptError::Prompt("no decode step is queued".into()))
+        let ranks = self.on_every_rank(cache, |on, model, cache| model.next_picks(on, cache))?;
+        agreed(ranks, |&t| t)
     }
     fn runs_ahead(&self) -> bool {
-        false
+        true
     }
 
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
