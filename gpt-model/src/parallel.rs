@@ -486,7 +486,19 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::split;
+    use super::{agreed, split};
+    use crate::GptError;
+
+    #[test]
+    fn ranks_agree_on_their_tokens_or_say_they_differ() {
+        // Values may differ in their bits (a NaN, a signed zero); tokens may not.
+        let ranks = vec![vec![(1.5, 3), (f32::NAN, 7)], vec![(1.5, 3), (f32::NAN, 7)]];
+        let picks = agreed(ranks, |p| p.1).unwrap();
+        assert_eq!(picks.iter().map(|p| p.1).collect::<Vec<_>>(), [3, 7]);
+        let differ = agreed(vec![vec![3u32, 7], vec![3, 8]], |&t| t);
+        assert!(matches!(differ, Err(GptError::Parallel(m)) if m.contains("different tokens")));
+        assert_eq!(agreed(vec![vec![5u32]], |&t| t).unwrap(), [5]);
+    }
 
     #[test]
     fn splits_cover_the_range_evenly() {
