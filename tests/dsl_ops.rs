@@ -1630,6 +1630,82 @@ fn fetch_add_lets_the_last_block_read_every_block(d: Option<Arc<Device>>) {
     }
 }
 
+/// Each block loads its `[R, C]` tile of `x` (rows past the end read 0)
+/// and gathers it across its cluster of `N` blocks, then its index as a
+/// `[1, 1]` tile: every block stores what it got, the stacked tiles in a
+/// cluster's first block and zeros in the others.
+#[tile::kernel(T = [f32, bf16], N = [2, 4, 8], R = [2], C = [32])]
+fn cluster_tiles<T, const N: usize, const R: usize, const C: usize>(
+    x: &Tensor<T>,
+    gathered: &mut Tensor<T>,
+    ids: &mut Tensor<i32>,
+) {
+    let b = block_id(0);
+    let tile = x.load([b, 0], [R, C]);
+    let all = tile.cluster_gather(N);
+    gathered.store([b, 0, 0], all.reshape([1, N * R, C]));
+    let who = full([1, 1], b + 100 * block_id(1)).cluster_gather(N);
+    ids.store([b, block_id(1), 0], who.reshape([1, 1, N]));
+}
+
+fn cluster_gather_hands_every_tile_to_the_first_block(d: Option<Arc<Device>>) {
+    fn case<T: Num>(s: &Option<Stream>, rng: &mut Rng, n: usize, clusters: usize) {
+        let (r, c) = (2, 32);
+        let blocks = n * clusters;
+        // Ragged: the last block's tile is cut short, the last block has none.
+        let rows = blocks * r - 3;
+        let x = host::<T>(&rng.normals(rows * c, 1.0), &[rows, c]);
+        let xs = as_f64(&x);
+        let mut want = vec![0.0; blocks * n * r * c];
+        let mut want_ids = vec![0; blocks * 2 * n];
+        for b in (0..blocks).step_by(n) {
+            for k in 0..n {
+                for i in 0..r * c {
+                    let row = (b + k) * r + i / c;
+                    if row < rows {
+                        want[(b * n * r) * c + k * r * c + i] = xs[row * c + i % c];
+                    }
+                }
+                for y in 0..2 {
+                    want_ids[(b * 2 + y) * n + k] = (b + k + 100 * y) as i32;
+                }
+            }
+        }
+        let grid = (blocks as u32, 2);
+        let consts = [n, r, c];
+        let mut g = HostTensor::full(&[blocks, n * r, c], T::of(f64::NAN));
+        let mut ids = HostTensor::full(&[blocks, 2, n], -1);
+        cluster_tiles::launch_with(&Cpu, &consts, grid, &x, &mut g, &mut ids).unwrap();
+        let what = format!("{} tiles in clusters of {n}", std::any::type_name::<T>());
+        assert_eq!(as_f64(&g), want, "{what}, CPU");
+        assert_eq!(ids.to_vec(), want_ids, "{what}, CPU: block ids");
+        // A grid whose x is not a multiple of the cluster's blocks is refused.
+        let short = (blocks as u32 - 1, 2);
+        let refused = cluster_tiles::launch_with(&Cpu, &consts, short, &x, &mut g, &mut ids);
+        assert!(matches!(refused, Err(tile::Error::Grid { .. })), "{what}: {refused:?}");
+        let Some(s) = s else { return };
+        let xd = s.upload(&x).unwrap();
+        let mut gd = s.full(&[blocks, n * r, c], T::of(f64::NAN)).unwrap();
+        let mut idd = s.full(&[blocks, 2, n], -1).unwrap();
+        for _ in 0..3 {
+            cluster_tiles::launch_with(s, &consts, grid, &xd, &mut gd, &mut idd).unwrap();
+        }
+        same(s, &format!("{what}, GPU"), &gd, &g, 0.0);
+        same(s, &format!("{what}, GPU: block ids"), &idd, &ids, 0.0);
+        let refused = cluster_tiles::launch_with(s, &consts, short, &xd, &mut gd, &mut idd);
+        assert!(
+            matches!(refused, Err(tile::Error::Grid { .. })),
+            "{what}, GPU: {refused:?}"
+        );
+    }
+    let s = gpu(&d);
+    let mut rng = Rng::new(61);
+    for (n, clusters) in [(2, 1), (2, 5), (4, 3), (8, 2), (8, 40)] {
+        case::<f32>(&s, &mut rng, n, clusters);
+        case::<bf16>(&s, &mut rng, n, clusters);
+    }
+}
+
 /// `y = x @ w^T` split along K: block `(n + tiles·s, m)` multiplies the
 /// `s`-th of `S` runs of K-steps of output tile `(m, n)` and stores it in
 /// `partial[s]`; the tile's last block to count itself in sums the `S`
@@ -2218,6 +2294,10 @@ fn main() -> ExitCode {
             Test::cpu_then_gpu(
                 "fetch_add_lets_the_last_block_read_every_block",
                 fetch_add_lets_the_last_block_read_every_block,
+            ),
+            Test::cpu_then_gpu(
+                "cluster_gather_hands_every_tile_to_the_first_block",
+                cluster_gather_hands_every_tile_to_the_first_block,
             ),
             Test::cpu_then_gpu(
                 "split_k_products_combine_in_the_last_block",

@@ -7,7 +7,7 @@ use crate::config::Config;
 use tile::Backend;
 use tile::Element;
 use tile_kernels::argmax::{ArgmaxScratch, Draw};
-use tile_kernels::decode::DecodeScratch;
+use tile_kernels::decode;
 
 /// Per layer, keys and values `[batch, capacity, heads · head size]`
 /// (heads side by side, as the QKV projection writes them), and each sequence's length so far.
@@ -20,8 +20,8 @@ pub struct KvCache<B: Backend, T: Element> {
     starts: B::Tensor<i32>,
     /// The current pass's end per sequence (a prefill's `starts` + its tokens; a decode step's position + 1).
     ends: B::Tensor<i32>,
-    /// Decode attention's per-split results, reused every step.
-    scratch: DecodeScratch<B>,
+    /// Decode attention's splits per (sequence, head), picked once.
+    splits: usize,
     /// A decode step's activations, reused every step (taken out while a
     /// step runs).
     pub(crate) activations: Option<Activations<B, T>>,
@@ -108,7 +108,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
         let shape = [batch, capacity, heads * config.head_size()];
         let layer = || on.zeros::<T>(&shape);
         let k: Vec<B::Tensor<T>> = (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?;
-        let scratch = DecodeScratch::new(on, &k[0], heads)?;
+        let splits = decode::splits(on, &k[0], heads)?;
         Ok(KvCache {
             v: (0..config.n_layer).map(|_| layer()).collect::<tile::Result<_>>()?,
             k,
@@ -116,7 +116,7 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             capacity,
             starts: on.zeros(&[batch])?,
             ends: on.zeros(&[batch])?,
-            scratch,
+            splits,
             activations: Some(activations),
             ids: on.zeros(&[batch])?,
             positions: on.zeros(&[batch])?,
@@ -175,15 +175,15 @@ impl<B: Backend, T: Element> KvCache<B, T> {
         Ok(())
     }
 
-    /// Layer `l`'s keys and values, the pass's starts and ends, and the
-    /// decode scratch.
+    /// Layer `l`'s keys and values, the pass's starts and ends, and decode
+    /// attention's splits.
     pub(crate) fn layer(&mut self, l: usize) -> Layer<'_, B, T> {
         Layer {
             k: &mut self.k[l],
             v: &mut self.v[l],
             starts: &self.starts,
             ends: &self.ends,
-            scratch: &mut self.scratch,
+            splits: self.splits,
         }
     }
 
@@ -206,5 +206,5 @@ pub(crate) struct Layer<'c, B: Backend, T: Element> {
     pub v: &'c mut B::Tensor<T>,
     pub starts: &'c B::Tensor<i32>,
     pub ends: &'c B::Tensor<i32>,
-    pub scratch: &'c mut DecodeScratch<B>,
+    pub splits: usize,
 }

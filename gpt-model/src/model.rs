@@ -732,7 +732,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
             Attend::Cache(cache) => {
                 let c = cache.layer(layer);
-                decode::attention(on, qkv, (c.k, c.v), c.ends, att, heads, c.scratch)?;
+                decode::attention(on, qkv, (c.k, c.v), c.ends, att, heads, c.splits)?;
             }
         }
         on.reshape_in_place(qkv, &[b * t, 3 * c])?;

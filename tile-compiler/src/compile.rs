@@ -128,6 +128,7 @@ pub fn compile(attr: TokenStream, item: TokenStream) -> Result<CompiledKernel> {
                 tensor_maps: lowered.tensor_maps.into(),
                 persistent: lowered.persistent,
                 cluster: lowered.cluster,
+                gathers: planned.laid_out.func.cluster_blocks() > 1,
                 tma_only: lowered.tma_only.into(),
             });
         }

@@ -33,7 +33,8 @@ fn usizes(xs: &[usize]) -> TokenStream {
 /// `tile::Result<()>` (a `wait` that can't be met is an error). Parameter
 /// names are bound by the caller: tensors as `&HostTensor<T>` /
 /// `&mut HostTensor<T>`, scalars by value, `block` and `nblocks` as
-/// `[i32; 3]`.
+/// `[i32; 3]`, and `cluster` as the `&mut Cluster` the blocks of a
+/// cluster hand their gathered tiles over in.
 pub fn body(func: &Func) -> TokenStream {
     let cx = Cx {
         func,
@@ -318,6 +319,11 @@ impl Cx<'_> {
                     ScanOp::Min => quote!(Min),
                 };
                 quote!(#cpu::scan(&#a_, #axis, #cpu::Scan::#sop, #reverse))
+            }
+            OpKind::ClusterGather { arg, blocks } => {
+                let a_ = v(*arg);
+                let gather = r.expect("result");
+                quote!(#cpu::cluster_gather(cluster, #gather, &#a_, #blocks, block[0]))
             }
             OpKind::Sort {
                 arg,

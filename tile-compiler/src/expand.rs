@@ -83,6 +83,7 @@ fn variant_spec(v: &Variant, ptx: TokenStream) -> TokenStream {
         tma_only,
         persistent,
         cluster,
+        gathers,
         ptx: _,
     } = v;
     let entry = entry.as_ref();
@@ -122,6 +123,7 @@ fn variant_spec(v: &Variant, ptx: TokenStream) -> TokenStream {
             tma_only: #tma_only,
             persistent: #persistent,
             cluster: #cluster,
+            gathers: #gathers,
             ptx: #ptx,
         }
     }
@@ -324,7 +326,7 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
             .collect();
         quote! {
             #[allow(unused_variables, unused_mut, unused_parens, non_snake_case, clippy::all)]
-            fn #fname(block: [i32; 3], nblocks: [i32; 3], #(#concrete),*) -> ::tile::Result<()> {
+            fn #fname(block: [i32; 3], nblocks: [i32; 3], cluster: &mut ::tile::__private::cpu::Cluster, #(#concrete),*) -> ::tile::Result<()> {
                 #body
             }
         }
@@ -352,15 +354,17 @@ pub fn expand(k: &CompiledKernel) -> TokenStream {
                 }
             }
         });
+        let cluster_blocks = s.func.cluster_blocks();
         quote! {
             if types == [#(#types),*] && consts == [#(#consts),*] {
                 let [#(#arg_idents),*] = ::tile::__private::host_args::<#count>(&KERNEL, args)?;
                 #(#typed)*
+                let mut cluster = ::tile::__private::cpu::Cluster::default();
                 for block_z in 0..grid.z {
                     for block_y in 0..grid.y {
-                        for block_x in 0..grid.x {
+                        for block_x in ::tile::__private::cpu::cluster_order(grid.x, #cluster_blocks) {
                             let block = [block_x as i32, block_y as i32, block_z as i32];
-                            #fname(block, nblocks, #(#arg_idents),*)?;
+                            #fname(block, nblocks, &mut cluster, #(#arg_idents),*)?;
                         }
                     }
                 }

@@ -310,6 +310,15 @@ pub enum OpKind {
         indices: bool,
         keep: usize,
     },
+    /// The `arg` tiles of a cluster's `blocks` blocks (consecutive along
+    /// x), stacked along axis 0 in block order, in the cluster's first
+    /// block; zeros in the others. Every block of the cluster reaches it
+    /// once (it is a top-level op): each stores its tile into the first
+    /// block's shared memory, then the cluster meets at a barrier.
+    ClusterGather {
+        arg: ValueId,
+        blocks: usize,
+    },
     /// Same elements in row-major order, another shape.
     Reshape(ValueId),
     /// Size-1 dimensions repeated to the result's shape (same rank).
@@ -356,7 +365,11 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => vec![],
             Get { index, .. } | Prefetch { index, .. } => index.clone(),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => vec![*a],
-            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => vec![*arg],
+            Permute { arg, .. }
+            | Reduce { arg, .. }
+            | Scan { arg, .. }
+            | Sort { arg, .. }
+            | ClusterGather { arg, .. } => vec![*arg],
             Load { index, pad, .. } | Gather { index, pad, .. } | LoadFlagged { index, flag: pad, .. } => {
                 index.iter().copied().chain([*pad]).collect()
             }
@@ -397,7 +410,11 @@ impl OpKind {
             ScalarParam(_) | BlockId(_) | NumBlocks(_) | TensorDim { .. } | Const(_) | Arange => {}
             Get { index, .. } | Prefetch { index, .. } => index.iter_mut().for_each(|v| *v = f(*v)),
             Splat(a) | Unary(_, a) | Cast(a) | Reshape(a) | Broadcast(a) | Convert(a) => *a = f(*a),
-            Permute { arg, .. } | Reduce { arg, .. } | Scan { arg, .. } | Sort { arg, .. } => *arg = f(*arg),
+            Permute { arg, .. }
+            | Reduce { arg, .. }
+            | Scan { arg, .. }
+            | Sort { arg, .. }
+            | ClusterGather { arg, .. } => *arg = f(*arg),
             Load { index, pad, .. } | Gather { index, pad, .. } | LoadFlagged { index, flag: pad, .. } => {
                 index.iter_mut().for_each(|v| *v = f(*v));
                 *pad = f(*pad);
@@ -456,8 +473,9 @@ impl OpKind {
 
     /// True when the op acts beyond its results: it writes memory
     /// (`store`, `scatter`, atomics, `signal`, `store_flagged`), asks L2
-    /// for it (`prefetch`) or waits for it (`wait`, `load_flagged`). Such
-    /// ops stay though nothing reads them.
+    /// for it (`prefetch`), waits for it (`wait`, `load_flagged`) or meets
+    /// the cluster's other blocks (`cluster_gather`). Such ops stay though
+    /// nothing reads them, in their place.
     pub fn has_effect(&self) -> bool {
         matches!(
             self,
@@ -470,6 +488,7 @@ impl OpKind {
                 | OpKind::Wait { .. }
                 | OpKind::StoreFlagged { .. }
                 | OpKind::LoadFlagged { .. }
+                | OpKind::ClusterGather { .. }
         )
     }
 
@@ -501,6 +520,10 @@ impl OpKind {
     }
 }
 
+/// The most blocks of a cluster `cluster_gather` gathers across: the
+/// portable cluster size, which every GPU from sm_90 runs.
+pub const MAX_CLUSTER_BLOCKS: usize = 8;
+
 impl Func {
     pub fn ty(&self, v: ValueId) -> &Ty {
         &self.values[v]
@@ -518,6 +541,18 @@ impl Func {
             Param::Tensor(t) => t,
             Param::Scalar { .. } => panic!("parameter {index} is not a tensor"),
         }
+    }
+
+    /// The blocks of the clusters the kernel gathers across
+    /// (`cluster_gather`, consecutive along x), or 1.
+    pub fn cluster_blocks(&self) -> usize {
+        self.body
+            .iter()
+            .find_map(|op| match op.kind {
+                OpKind::ClusterGather { blocks, .. } => Some(blocks),
+                _ => None,
+            })
+            .unwrap_or(1)
     }
 
     /// Every tile shape in the function, for resource decisions.

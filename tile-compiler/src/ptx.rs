@@ -110,6 +110,8 @@ pub struct EntryParam {
 pub struct SharedMemory {
     pub static_bytes: usize,
     pub dynamic: bool,
+    /// The bytes of each `cluster_gather`'s buffer (`cluster_buffer0`, ..).
+    pub cluster_buffers: Vec<usize>,
 }
 
 /// How an entry is launched: threads per block; each thread's registers
@@ -169,6 +171,9 @@ pub fn entry(
             crate::plan::memory::SCRATCH_ALIGN
         )
         .expect("write");
+    }
+    for (i, bytes) in shared.cluster_buffers.iter().enumerate() {
+        writeln!(s, "\t.shared .align 16 .b8 cluster_buffer{i}[{bytes}];").expect("write");
     }
 
     s.push('\n');

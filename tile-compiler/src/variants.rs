@@ -18,7 +18,9 @@
 //!   GPU must agree on the layout whichever variants they run;
 //! - on sm_90a, `wgmma` with TMA (`wgmma`, `wgmma_s`), warp-specialized
 //!   where the plan allows, and for f32 operands in 2-CTA clusters with
-//!   TMA multicast (`_cluster`), which the launch asks for.
+//!   TMA multicast (`_cluster`), which the launch asks for;
+//! - a kernel that gathers across its clusters (`cluster_gather`) gets
+//!   only the portable forms of one tile per block, every one in clusters.
 //!
 //! The runtime picks among them at launch (`tile-runtime`'s selection).
 
@@ -123,7 +125,9 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
             laid_out: laid_out.clone(),
             plan,
         });
-        if persistent.persistent.is_some() {
+        // A block of a cluster that gathers computes one tile: no
+        // persistent two-tile form.
+        if persistent.persistent.is_some() && func.cluster_blocks() == 1 {
             out.push(VariantPlan {
                 kind: format!("{kind}_persistent"),
                 target: None,
@@ -143,6 +147,11 @@ pub fn variants(func: &Func, kernel: &ast::Kernel) -> Result<Vec<VariantPlan>> {
 
     // `wgmma`: the first warp count whose plan takes the path (four warps
     // only when two consumer warpgroups can take turns, if more are offered).
+    if func.cluster_blocks() > 1 {
+        // Every thread of a cluster that gathers meets at its barriers:
+        // no warp-specialized `wgmma` form, whose producer warps run apart.
+        return Ok(out);
+    }
     let warp_choices = wgmma_warps(func, kernel.num_warps);
     let sm90a = Some(Target::Sm90a);
     let wgmma = |num_warps: u32, vectorized: &[usize], clusters: bool| -> Result<Option<(Rc<LaidOut>, Plan)>> {

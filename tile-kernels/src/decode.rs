@@ -14,11 +14,12 @@
 //! and does little arithmetic with each: decoding is bound by memory, and
 //! one block per (sequence, head) would leave most of a GPU idle at small
 //! batches. So [`decode_attention`] splits each (sequence, head)'s keys
-//! over `splits` blocks; each computes the softmax-weighted sum of its
-//! values with an online softmax and writes it, with its log-sum-exp, to
-//! scratch, and the last of them to finish (a counter per pair, counted
-//! with `fetch_add`) weighs the splits' results by their sums into the
-//! output: one launch, where a separate combine kernel would be two.
+//! over `splits` blocks, a thread-block cluster; each computes the
+//! softmax-weighted sum of its values with an online softmax, and the
+//! cluster's first block gathers them with their log-sum-exps through
+//! distributed shared memory (`cluster_gather`) and weighs them by their
+//! sums into the output: one launch, where a separate combine kernel
+//! would be two, and no round trip through global memory.
 //!
 //! `len: [B]` (i32, on the backend) says how many cached keys each
 //! sequence attends to: ragged across the batch, the current token's own
@@ -28,7 +29,7 @@
 //! outside `0..S` are not written.
 
 use crate::shapes::{dims, expect_shapes};
-use tile::{Backend, Element, HostTensor, TensorView};
+use tile::{Backend, Element, TensorView};
 
 /// `k_cache[b, start[b] + t] = qkv[b, t, C..2C]` and
 /// `v_cache[b, start[b] + t] = qkv[b, t, 2C..3C]`: the keys and values of
@@ -66,51 +67,51 @@ pub fn kv_write<T, const BLOCK: usize, const TOKENS: usize>(
 /// softmax-weighted sum of head `h`'s first `len[b]` values, for its query
 /// `q = qkv[b, 0, h]` (`qkv: [B, 1, 3C]`) against the keys.
 ///
-/// Each block takes one split of them, `BK` at a time with an online
-/// softmax, and writes `partial[b * heads + h, split] = Σ p v / Σ p`
-/// (`[D]`, f32) with `p = exp(q·k * scale)` over its keys, and
-/// `lse[b * heads + h, split] = log2 Σ p` (the scores in base 2). The
-/// pair's last split to finish (`arrived[pair]`, left at 0 after) weighs
-/// the splits by `w = exp2(lse - max lse)` into `Σ w partial / Σ w`. The
-/// entries of `lse` past the grid's splits must hold `-inf` (weight 0),
-/// as [`DecodeScratch`] keeps them; past `N`, up to `SPLITS`, loads pad
-/// with `-inf`. A sequence without keys gets zeros.
+/// The `SPLITS` blocks of a (sequence, head) pair form a cluster. Each
+/// takes one split of the keys, `BK` at a time with an online softmax,
+/// into `Σ p v / Σ p` (`[D]`, f32) with `p = exp(q·k * scale)` over its
+/// keys, and `log2 Σ p` (the scores in base 2). The cluster gathers both
+/// in its first block (`cluster_gather`), which weighs the splits by
+/// `w = exp2(lse - max lse)` into `Σ w partial / Σ w`: no scratch in
+/// global memory, no count of the splits done. A sequence without keys
+/// gets zeros.
 ///
 /// The token's own key and value, in `qkv`'s second and third thirds, are
 /// the sequence's last (row `len[b] - 1`): the split whose keys hold that
 /// row takes them from `qkv` and appends them to the caches, so no launch
 /// before this one writes them.
 ///
-/// Grid: `(B * heads, splits)`. The sequence's key tiles are dealt out
-/// evenly, whole tiles per split; a split left without keys (a short
-/// sequence) writes 0 with a log-sum-exp of `-inf`, which the combine
-/// weighs 0. Each `[BK, D]` tile has 4096 elements: `BK` is 128, 64 and 32
-/// for heads of 32, 64 and 128.
+/// Grid: `B * heads * SPLITS` blocks along x, a pair's splits consecutive.
+/// The sequence's key tiles are dealt out evenly, whole tiles per split; a
+/// split left without keys (a short sequence) gives 0 with a log-sum-exp
+/// of `-inf`, which the combine weighs 0. Each `[BK, D]` tile has 4096
+/// elements: `BK` is 128, 64 and 32 for heads of 32, 64 and 128.
 #[tile::kernel(
     T = [f32, bf16, f16],
     num_warps = 4,
-    configs = [(BK = 128, D = 32, SPLITS = 64), (BK = 64, D = 64, SPLITS = 64), (BK = 32, D = 128, SPLITS = 64)]
+    configs = [
+        (BK = 128, D = 32, SPLITS = 1), (BK = 128, D = 32, SPLITS = 2), (BK = 128, D = 32, SPLITS = 4), (BK = 128, D = 32, SPLITS = 8),
+        (BK = 64, D = 64, SPLITS = 1), (BK = 64, D = 64, SPLITS = 2), (BK = 64, D = 64, SPLITS = 4), (BK = 64, D = 64, SPLITS = 8),
+        (BK = 32, D = 128, SPLITS = 1), (BK = 32, D = 128, SPLITS = 2), (BK = 32, D = 128, SPLITS = 4), (BK = 32, D = 128, SPLITS = 8),
+    ]
 )]
 pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>(
     qkv: &Tensor<T, { [B, 1, 3 * C] }>,
     k_cache: &mut Tensor<T, { [B, S, C] }>,
     v_cache: &mut Tensor<T, { [B, S, C] }>,
     len: &Tensor<i32, { [B] }>,
-    partial: &mut Tensor<f32, { [PAIRS, N, D] }>,
-    lse: &mut Tensor<f32, { [PAIRS, N] }>,
-    arrived: &mut Tensor<i32, { [PAIRS] }>,
     out: &mut Tensor<T, { [B, 1, C] }>,
     heads: i32,
     scale: f32,
 ) {
-    let pair = block_id(0);
-    let split = block_id(1);
+    let pair = block_id(0) / SPLITS;
+    let split = block_id(0) % SPLITS;
     let b = pair / heads;
     let h = pair % heads;
     // The sequence's keys, at most the cache's capacity; the new token's row.
     let keys = max(0, min(len.get([b]), S));
     let row = len.get([b]) - 1;
-    let per_split = cdiv(cdiv(keys, BK), num_blocks(1));
+    let per_split = cdiv(cdiv(keys, BK), SPLITS);
     let first = split * per_split;
     let last = min(first + per_split, cdiv(keys, BK));
     // Scores in base 2, the scale folded into the query:
@@ -151,31 +152,23 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
     }
     // l is 1 or more once a key was seen (the largest score's p is 1), and
     // 0 in a split without keys, whose partial is 0 and log-sum-exp -inf.
-    partial.store([pair, split, 0], select(l > 0.0, acc / l, 0.0).reshape([1, 1, D]));
-    lse.store([pair, split], m + log2(l));
-    // The pair's last split to finish sees every split's results, and
-    // leaves the count at 0 for the next step.
-    if arrived.fetch_add([pair], 1) == num_blocks(1) - 1 {
-        let o = partial.load([pair, 0, 0], [1, SPLITS, D]).reshape([SPLITS, D]);
-        let log_sums = lse
-            .load([pair, 0], [1, SPLITS])
-            .pad(f32::NEG_INFINITY)
-            .reshape([SPLITS, 1]);
+    let partials = select(l > 0.0, acc / l, 0.0).cluster_gather(SPLITS); // [SPLITS, D]
+    let log_sums = (m + log2(l)).cluster_gather(SPLITS); // [SPLITS, 1]
+    if split == 0 {
         let top = log_sums.max(0);
         let w = exp2(log_sums - top);
-        let mixed = select(top > f32::NEG_INFINITY, (w * o).sum(0) / w.sum(0), 0.0);
+        let mixed = select(top > f32::NEG_INFINITY, (w * partials).sum(0) / w.sum(0), 0.0);
         out.store([b, 0, h], mixed.reshape([1, 1, D]).cast::<T>());
-        arrived.store([pair], zeros::<i32>([1]));
     }
 }
 
-/// Splits [`decode_attention`] combines at most (its `SPLITS`).
-pub const MAX_SPLITS: usize = 64;
+/// The most splits [`decode_attention`] takes: the blocks of a cluster.
+pub const MAX_SPLITS: usize = 8;
 
 /// Key tiles each split takes at least, in a full cache. One: the combine
-/// runs in the same launch, one more round trip to memory for the pair's
-/// last block, while each tile a split reads after its first is another,
-/// and a decode step at a small batch waits on its slowest block.
+/// is one more round trip, within the cluster, while each tile a split
+/// reads after its first is another, and a decode step at a small batch
+/// waits on its slowest block.
 const MIN_STEPS_PER_SPLIT: usize = 1;
 
 /// Keys per step (a [`decode_attention`] `BK`) for heads of `d` columns:
@@ -194,23 +187,16 @@ pub fn columns_per_block(c: usize) -> Option<usize> {
     (c > 0 && block >= 32).then_some(block)
 }
 
-/// The length of a scratch row for `splits` splits: rounded up to 4, so
-/// that rows of log-sum-exps are 16 bytes long and [`decode_attention`]
-/// runs its variant with vector accesses. The entries past `splits` keep
-/// a log-sum-exp of `-inf` (weight 0), and partials of 0.
-fn row_length(splits: usize) -> usize {
-    splits.next_multiple_of(4)
-}
-
 /// Splits per (sequence, head) for `pairs` (sequence, head) pairs over a
 /// cache of `capacity` positions, `keys` per step, on a GPU of `sms`
 /// multiprocessors: enough blocks for two waves of one block per SM, as
 /// long as each split keeps [`MIN_STEPS_PER_SPLIT`] steps of a full cache;
-/// 1 to [`MAX_SPLITS`].
+/// a power of two from 1 to [`MAX_SPLITS`], at most that.
 fn splits_for(pairs: usize, capacity: usize, keys: usize, sms: usize) -> usize {
     let to_fill = (2 * sms).div_ceil(pairs.max(1));
     let most = capacity.div_ceil(MIN_STEPS_PER_SPLIT * keys);
-    to_fill.min(most).clamp(1, MAX_SPLITS)
+    let n = to_fill.min(most).clamp(1, MAX_SPLITS);
+    1 << n.ilog2()
 }
 
 /// `(batch, head size)` of decode attention, the shapes checked:
@@ -248,65 +234,26 @@ fn head_size(c: usize, heads: usize) -> tile::Result<usize> {
     }
 }
 
-/// The scratch of [`attention`]: each split's partial output and
-/// log-sum-exp, for one batch size, head count and head size. Create it
-/// once per batch and reuse it for every step.
-pub struct DecodeScratch<B: Backend> {
-    /// Splits per (sequence, head).
-    splits: usize,
-    /// `[B * heads, row_length(splits), D]`.
-    partial: B::Tensor<f32>,
-    /// `[B * heads, row_length(splits)]`, `-inf` past `splits`.
-    lse: B::Tensor<f32>,
-    /// `[B * heads]`: the splits done, 0 between launches.
-    arrived: B::Tensor<i32>,
-}
-
-impl<B: Backend> DecodeScratch<B> {
-    /// Scratch for attention over `k_cache: [B, S, C]` in `heads` heads,
-    /// with the splits picked for `on`: on a GPU, enough blocks for two
-    /// waves over its multiprocessors while each split keeps a few steps
-    /// of a full cache; on the CPU one (blocks run one at a time there).
-    pub fn new<T: Element>(on: &B, k_cache: &B::Tensor<T>, heads: usize) -> tile::Result<Self> {
-        let [batch, capacity, c] = dims("k_cache", k_cache.shape())?;
-        let d = head_size(c, heads)?;
-        let splits = match on.stream() {
-            Some(s) => splits_for(batch * heads, capacity, keys_per_step(d), s.device().multiprocessors()),
-            None => 1,
-        };
-        Self::with_splits(on, k_cache, heads, splits)
-    }
-
-    /// Scratch for attention over `k_cache: [B, S, C]` in `heads` heads,
-    /// with `splits` splits per (sequence, head): 1 to [`MAX_SPLITS`].
-    pub fn with_splits<T: Element>(on: &B, k_cache: &B::Tensor<T>, heads: usize, splits: usize) -> tile::Result<Self> {
-        let [batch, _, c] = dims("k_cache", k_cache.shape())?;
-        let d = head_size(c, heads)?;
-        if !(1..=MAX_SPLITS).contains(&splits) {
-            return Err(tile::Error::Shape(format!(
-                "decode attention takes 1 to {MAX_SPLITS} splits, not {splits}"
-            )));
-        }
-        let (pairs, row) = (batch * heads, row_length(splits));
-        Ok(DecodeScratch {
-            splits,
-            partial: on.zeros(&[pairs, row, d])?,
-            lse: on.upload(&HostTensor::full(&[pairs, row], f32::NEG_INFINITY))?,
-            arrived: on.zeros(&[batch * heads])?,
-        })
-    }
-
-    /// Splits per (sequence, head).
-    pub fn splits(&self) -> usize {
-        self.splits
-    }
+/// The splits per (sequence, head) [`attention`] takes for attention over
+/// `k_cache: [B, S, C]` in `heads` heads on `on`: on a GPU, enough blocks
+/// for two waves over its multiprocessors while each split keeps a step
+/// of a full cache, up to [`MAX_SPLITS`]; on the CPU one (blocks run one
+/// at a time there). Pick them once per batch and reuse them every step.
+pub fn splits<T: Element, B: Backend>(on: &B, k_cache: &B::Tensor<T>, heads: usize) -> tile::Result<usize> {
+    let [batch, capacity, c] = dims("k_cache", k_cache.shape())?;
+    let d = head_size(c, heads)?;
+    Ok(match on.stream() {
+        Some(s) => splits_for(batch * heads, capacity, keys_per_step(d), s.device().multiprocessors()),
+        None => 1,
+    })
 }
 
 /// `out[b, 0] = softmax(q k^T / sqrt(D)) v` for every head, with `q` the
 /// query of `qkv[b, 0]` and `k`, `v` the first `len[b]` keys and values of
 /// the caches, the last of them (row `len[b] - 1`) the token's own from
 /// `qkv`, which this appends to the caches; on `on`, shapes as [`sizes`]
-/// checks them, `scratch` made for this batch and these heads. `len` is
+/// checks them, each (sequence, head)'s keys in `splits` splits (a power
+/// of two up to [`MAX_SPLITS`], as [`splits`] picks them). `len` is
 /// clamped to the cache (module docs). One launch, [`decode_attention`].
 pub fn attention<T: Element, B: Backend>(
     on: &B,
@@ -315,32 +262,24 @@ pub fn attention<T: Element, B: Backend>(
     len: &B::Tensor<i32>,
     out: &mut B::Tensor<T>,
     heads: usize,
-    scratch: &mut DecodeScratch<B>,
+    splits: usize,
 ) -> tile::Result<()> {
     let caches = (k_cache.shape(), v_cache.shape());
     let (batch, d) = sizes(qkv.shape(), caches, len.shape(), out.shape(), heads)?;
-    let (pairs, splits) = (batch * heads, scratch.splits());
-    let row = row_length(splits);
-    expect_shapes(
-        &format!("scratch for {batch} sequences in {heads} heads of {d} columns"),
-        &[
-            ("scratch.partial", scratch.partial.shape(), &[pairs, row, d]),
-            ("scratch.lse", scratch.lse.shape(), &[pairs, row]),
-            ("scratch.arrived", scratch.arrived.shape(), &[pairs]),
-        ],
-    )?;
+    if !(splits.is_power_of_two() && splits <= MAX_SPLITS) {
+        return Err(tile::Error::Shape(format!(
+            "decode attention takes 1, 2, 4 or {MAX_SPLITS} splits, not {splits}"
+        )));
+    }
     let scale = 1.0 / (d as f32).sqrt();
     decode_attention::launch_with(
         on,
-        &[keys_per_step(d), d, MAX_SPLITS],
-        (pairs as u32, splits as u32),
+        &[keys_per_step(d), d, splits],
+        ((batch * heads * splits) as u32, 1),
         qkv,
         k_cache,
         v_cache,
         len,
-        &mut scratch.partial,
-        &mut scratch.lse,
-        &mut scratch.arrived,
         out,
         heads as i32,
         scale,
@@ -383,15 +322,17 @@ mod tests {
     #[test]
     fn splits_fill_two_waves_while_each_keeps_a_step() {
         // An H100's 132 SMs, GPT-2's 12 heads of 64 (64 keys per step).
-        // Batch 1 with 1024 positions: 22 splits would fill two waves, but
-        // 16 take a step each.
-        assert_eq!(splits_for(12, 1024, 64, 132), 16);
-        // A long cache: two waves.
-        assert_eq!(splits_for(12, 32768, 64, 132), 22);
+        // Batch 1 with 1024 positions: 22 splits would fill two waves, a
+        // cluster takes 8.
+        assert_eq!(splits_for(12, 1024, 64, 132), 8);
+        // gpt2-xl's 25 heads: 11 would fill two waves, the power of two below.
+        assert_eq!(splits_for(25, 1024, 64, 132), 8);
+        // Batch 16: 192 pairs, 2 splits fill two waves.
+        assert_eq!(splits_for(16 * 12, 1024, 64, 132), 2);
         // A large batch fills the GPU alone.
         assert_eq!(splits_for(32 * 12, 32768, 64, 132), 1);
-        // One head over a very long cache: at most MAX_SPLITS.
-        assert_eq!(splits_for(1, 1 << 20, 32, 132), MAX_SPLITS);
+        // A short cache: each split keeps a step (3 steps: 2 splits).
+        assert_eq!(splits_for(1, 192, 64, 132), 2);
         // A tiny cache: one split.
         assert_eq!(splits_for(1, 10, 128, 132), 1);
         assert_eq!(splits_for(1, 0, 128, 132), 1);

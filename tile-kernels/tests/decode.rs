@@ -16,7 +16,7 @@ use std::sync::Arc;
 use tile::Error;
 use tile::prelude::*;
 use tile_kernels::attention;
-use tile_kernels::decode::{self, DecodeScratch, MAX_SPLITS};
+use tile_kernels::decode::{self, MAX_SPLITS};
 
 /// A `[batch, rows, cols]` host tensor of `data` whose rows are `cols + pad`
 /// elements apart: with `pad` breaking 16-byte alignment, a GPU launch
@@ -90,7 +90,7 @@ struct Shape {
 }
 
 /// Decode attention on `on` for random tokens and caches and the lengths
-/// `len`, with `splits` splits (or those `DecodeScratch::new` picks),
+/// `len`, with `splits` splits (or those `decode::splits` picks),
 /// against the f64 reference row by row, the token's key and value at row
 /// `len - 1`; the caches must then hold them there and be unchanged
 /// elsewhere. Returns the output.
@@ -121,12 +121,8 @@ fn decode_case<T: Num, B: Backend>(
     let mut v_d = on.upload(&rows_apart::<T>(&v, [batch, capacity, c], pad)).unwrap();
     let len_d = on.upload_slice(len, &[batch]).unwrap();
     let mut out = on.upload(&HostTensor::full(&[batch, 1, c], T::of(f64::NAN))).unwrap();
-    let mut scratch = match splits {
-        Some(n) => DecodeScratch::with_splits(on, &k_d, heads, n),
-        None => DecodeScratch::new(on, &k_d, heads),
-    }
-    .unwrap();
-    decode::attention(on, &qkv_d, (&mut k_d, &mut v_d), &len_d, &mut out, heads, &mut scratch).unwrap();
+    let splits = splits.unwrap_or_else(|| decode::splits(on, &k_d, heads).unwrap());
+    decode::attention(on, &qkv_d, (&mut k_d, &mut v_d), &len_d, &mut out, heads, splits).unwrap();
     let got = values(&on.download(&out).unwrap());
 
     let qkv = rounded::<T>(&qkv);
@@ -140,7 +136,7 @@ fn decode_case<T: Num, B: Backend>(
     }
     let q: Vec<f64> = qkv.chunks(3 * c).flat_map(|row| row[..c].to_vec()).collect();
     let want = decode_ref(&q, (&k, &v), len, capacity, heads);
-    let what = format!("decode {} {shape:?} len {len:?} splits {}", T::DTYPE, scratch.splits());
+    let what = format!("decode {} {shape:?} len {len:?} splits {splits}", T::DTYPE);
     assert_rows_close(&what, &got, &want, batch, tol);
     assert!(values(&on.download(&k_d).unwrap()) == k, "{what}: keys cached");
     assert!(values(&on.download(&v_d).unwrap()) == v, "{what}: values cached");
@@ -154,7 +150,7 @@ fn ragged_lengths(rng: &mut Rng, capacity: usize, keys: usize) -> [i32; 5] {
 }
 
 /// Every head size and `T` over ragged lengths, with one split, several,
-/// those `DecodeScratch::new` picks for `on`, and [`MAX_SPLITS`] (most of
+/// those `decode::splits` picks for `on`, and [`MAX_SPLITS`] (most of
 /// them empty): caches of 300 positions, several tiles of keys for every
 /// head size and not a multiple of any.
 fn ragged_cases<T: Num, B: Backend>(on: &B, rng: &mut Rng, pad: usize, tol: f64) {
@@ -167,7 +163,7 @@ fn ragged_cases<T: Num, B: Backend>(on: &B, rng: &mut Rng, pad: usize, tol: f64)
             d,
             pad,
         };
-        for splits in [Some(1), Some(3), Some(7), None, Some(MAX_SPLITS)] {
+        for splits in [Some(1), Some(2), Some(4), None, Some(MAX_SPLITS)] {
             let len = ragged_lengths(rng, capacity, decode::keys_per_step(d));
             decode_case::<T, B>(on, rng, shape, &len, splits, tol);
         }
@@ -325,7 +321,7 @@ fn generation_case<T: Num, B: Backend>(
     let zeros = on.zeros::<i32>(&[batch]).unwrap();
     decode::write_kv(on, &prompt, &mut k_cache, &mut v_cache, &zeros).unwrap();
 
-    let mut scratch = DecodeScratch::new(on, &k_cache, heads).unwrap();
+    let splits = decode::splits(on, &k_cache, heads).unwrap();
     let mut out = on.zeros::<T>(&[batch, 1, c]).unwrap();
     // Step 0 is the prompts' last token, already cached; step i > 0 the
     // token at position prompt + i - 1, which the step appends.
@@ -340,7 +336,7 @@ fn generation_case<T: Num, B: Backend>(
         let len: Vec<i32> = pos.iter().map(|&p| p as i32 + 1).collect();
         let len = on.upload_slice(&len, &[batch]).unwrap();
         let caches = (&mut k_cache, &mut v_cache);
-        decode::attention(on, &step, caches, &len, &mut out, heads, &mut scratch).unwrap();
+        decode::attention(on, &step, caches, &len, &mut out, heads, splits).unwrap();
         let got = values(&on.download(&out).unwrap());
         let want: Vec<f64> = pos
             .iter()
@@ -382,15 +378,14 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
         t(&[batch, capacity, c]),
     );
     let len = HostTensor::<i32>::full(&[batch], 1);
-    let mut scratch = DecodeScratch::new(&Cpu, &k, heads).unwrap();
     let mut out = HostTensor::full(&[batch, 1, c], f32::NAN);
-    let mut attend = |qkv: &HostTensor<f32>,
-                      (k, v): (&HostTensor<f32>, &HostTensor<f32>),
-                      len: &HostTensor<i32>,
-                      out: &mut HostTensor<f32>,
-                      heads| {
+    let attend = |qkv: &HostTensor<f32>,
+                  (k, v): (&HostTensor<f32>, &HostTensor<f32>),
+                  len: &HostTensor<i32>,
+                  out: &mut HostTensor<f32>,
+                  heads| {
         let (mut k, mut v) = (k.clone(), v.clone());
-        let r = decode::attention(&Cpu, qkv, (&mut k, &mut v), len, out, heads, &mut scratch);
+        let r = decode::attention(&Cpu, qkv, (&mut k, &mut v), len, out, heads, 1);
         assert!(
             r.is_ok() || k.to_vec().iter().all(|&x| x == 1.0),
             "a failed call wrote the cache"
@@ -436,20 +431,16 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     ));
     assert!(out.to_vec().iter().all(|x| x.is_nan()), "a failed call wrote out");
 
-    // Scratch for another batch.
-    let other = t(&[batch + 1, capacity, c]);
-    let mut wrong = DecodeScratch::new(&Cpu, &other, heads).unwrap();
-    let (mut k1, mut v1) = (k.clone(), v.clone());
-    let r = decode::attention(&Cpu, &qkv, (&mut k1, &mut v1), &len, &mut out, heads, &mut wrong);
-    assert!(is_shape_error(r, "scratch"));
-    for splits in [0, MAX_SPLITS + 1] {
-        assert!(is_shape_error(
-            DecodeScratch::with_splits(&Cpu, &k, heads, splits),
-            "splits"
-        ));
+    // Splits a cluster does not take: none, not a power of two, too many.
+    for splits in [0, 3, MAX_SPLITS + 1, 2 * MAX_SPLITS] {
+        let (mut k1, mut v1) = (k.clone(), v.clone());
+        let r = decode::attention(&Cpu, &qkv, (&mut k1, &mut v1), &len, &mut out, heads, splits);
+        assert!(is_shape_error(r, "splits"));
+        assert!(k1.to_vec().iter().all(|&x| x == 1.0), "a failed call wrote the cache");
     }
-    assert!(is_shape_error(DecodeScratch::new(&Cpu, &k, 2), "heads"));
-    assert!(is_shape_error(DecodeScratch::new(&Cpu, &t(&[c]), heads), "k_cache"));
+    assert!(out.to_vec().iter().all(|x| x.is_nan()), "a failed call wrote out");
+    assert!(is_shape_error(decode::splits(&Cpu, &k, 2), "heads"));
+    assert!(is_shape_error(decode::splits(&Cpu, &t(&[c]), heads), "k_cache"));
 
     // write_kv: every tensor's shape, and C a multiple of 32.
     let (mut k, mut v) = (k.clone(), v.clone());

@@ -273,7 +273,26 @@ fn check_args<O: TensorView + ?Sized>(
     args: &[Arg<'_, O>],
 ) -> Result<()> {
     check_grid(kernel.name, grid)?;
+    check_clusters(kernel, types, consts, grid)?;
     check_params(kernel, types, consts, args)
+}
+
+/// A kernel that gathers across clusters (`cluster_gather`) runs whole
+/// clusters: the grid's x is a multiple of the cluster's blocks.
+fn check_clusters(kernel: &KernelSpec, types: &[DType], consts: &[i64], grid: Grid) -> Result<()> {
+    let gathering = (kernel.variants.iter())
+        .find(|v| v.gathers && *v.types == *types && *v.consts == *consts)
+        .map(|v| v.cluster);
+    match gathering {
+        Some(blocks) if !grid.x.is_multiple_of(blocks) => Err(Error::Grid {
+            kernel: kernel.name,
+            reason: format!(
+                "it gathers across clusters of {blocks} blocks along x (`cluster_gather`), so x must be a multiple of {blocks}, not {}",
+                grid.x
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Checks arguments against `kernel`'s parameters: per parameter the kind

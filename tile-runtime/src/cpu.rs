@@ -6,6 +6,8 @@
 
 use crate::host::HostTensor;
 use crate::{Element, Error};
+use std::any::Any;
+use std::collections::HashMap;
 
 pub mod ops;
 
@@ -302,6 +304,54 @@ pub fn wait<T: Element + Into<i64>>(
 pub fn get<T: Element>(t: &HostTensor<T>, index: &[i32]) -> T {
     let g: Vec<i64> = index.iter().map(|&i| i as i64).collect();
     t.checked(&g).unwrap_or_default()
+}
+
+/// What the blocks of a cluster hand to its first block
+/// (`cluster_gather`) on the CPU, where the blocks run one after another:
+/// each cluster's first block last ([`cluster_order`]), so every other
+/// block's tile is here when it gathers.
+#[derive(Default)]
+pub struct Cluster {
+    /// By (gather, the block's rank in its cluster): the tile's elements.
+    tiles: HashMap<(usize, usize), Box<dyn Any>>,
+}
+
+/// The blocks along x, `x` of them in clusters of `blocks`: each
+/// cluster's blocks from its last to its first, which gathers the others'
+/// tiles. `x` is a multiple of `blocks` (the launch checks).
+pub fn cluster_order(x: u32, blocks: usize) -> impl Iterator<Item = u32> {
+    let n = blocks as u32;
+    (0..x).map(move |i| i / n * n + (n - 1 - i % n))
+}
+
+/// `cluster_gather` number `gather` of block `block_x`: in the first block
+/// of its cluster of `blocks`, the tiles of the cluster's blocks stacked
+/// along axis 0 in block order; zeros in the others, which hand their
+/// tile over. (A block that has not run hands over zeros, which
+/// [`cluster_order`] never leaves.)
+pub fn cluster_gather<T: Copy + Default + 'static>(
+    cluster: &mut Cluster,
+    gather: usize,
+    tile: &Tile<T>,
+    blocks: usize,
+    block_x: i32,
+) -> Tile<T> {
+    let rank = block_x as usize % blocks;
+    let mut shape = tile.shape.clone();
+    shape[0] *= blocks;
+    if rank != 0 {
+        cluster.tiles.insert((gather, rank), Box::new(tile.data.clone()));
+        return splat(&shape, T::default());
+    }
+    let mut data = tile.data.clone();
+    for r in 1..blocks {
+        let handed = cluster
+            .tiles
+            .remove(&(gather, r))
+            .and_then(|t| t.downcast::<Vec<T>>().ok());
+        data.extend(handed.map_or_else(|| vec![T::default(); tile.data.len()], |t| *t));
+    }
+    Tile { shape, data }
 }
 
 /// `f` applied to each element of `a`; the shape is kept.

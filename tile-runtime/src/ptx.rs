@@ -66,6 +66,7 @@ mod tests {
             tma_only: Cow::Borrowed(&[]),
             persistent: false,
             cluster: 1,
+            gathers: false,
             ptx,
         }
     }

@@ -191,7 +191,8 @@ struct Specialization<'a> {
 
 impl Specialization<'_> {
     /// The variants made for `target` (`None`: portable) that `site` can
-    /// run with these facts: clustered ones only where it asks for clusters,
+    /// run with these facts: clustered ones only where it asks for clusters
+    /// (or the kernel gathers across its own),
     /// none that needs more shared memory than a block gets there, none
     /// with tensor maps that do not encode.
     fn runnable(&self, target: Option<Target>, facts: &ArgFacts, site: Site) -> impl Iterator<Item = &'static Variant> {
@@ -200,7 +201,7 @@ impl Specialization<'_> {
             .variants
             .iter()
             .filter(move |v| *v.types == *self.types && *v.consts == *self.consts && v.target == target)
-            .filter(move |v| v.cluster == 1 || site.clusters)
+            .filter(move |v| v.cluster == 1 || v.gathers || site.clusters)
             .filter(move |v| v.block_shared_bytes() <= site.block_shared_bytes)
             .filter(move |v| maps_encode || v.tensor_maps.is_empty())
     }
@@ -278,6 +279,7 @@ mod tests {
             tma_only: Cow::Borrowed(tma_only),
             persistent: tiles == 2,
             cluster,
+            gathers: false,
             ptx: Ptx::Text(Cow::Borrowed("")),
         }
     }

@@ -75,6 +75,10 @@ pub struct Variant {
     /// that many blocks (`.reqnctapercluster`), so the launcher starts a
     /// multiple of it, and no more clusters than fit on the GPU at once.
     pub cluster: u32,
+    /// The blocks of each cluster gather tiles (`cluster_gather`): the
+    /// entry runs in its clusters whatever the launch asks, and only over
+    /// a grid whose x is a multiple of `cluster`.
+    pub gathers: bool,
     /// The `.entry` text, without the module header.
     pub ptx: Ptx,
 }
@@ -110,6 +114,7 @@ mod tests {
         tma_only: Cow::Borrowed(&[0]),
         persistent: true,
         cluster: 1,
+        gathers: false,
         ptx: Ptx::Text(Cow::Borrowed(".visible .entry k_bf16_128_64_wgmma()")),
     };
 

@@ -208,6 +208,48 @@ impl Checker<'_> {
                     span,
                 )))
             }
+            "cluster_gather" => {
+                Self::arg_count(args, 1, &name, "t.cluster_gather(BLOCKS)", span)?;
+                let id = self.concrete(rv, None, recv.span())?;
+                let ty = self.ty(id).clone();
+                let Some(shape) = ty.shape.clone() else {
+                    bail!(span, "`.cluster_gather` gathers a tile, but this is a {ty} scalar");
+                };
+                if ty.dtype == DType::Bool {
+                    bail!(span, "`.cluster_gather` takes numbers, not bools: cast to i32 first");
+                }
+                let blocks = self.const_int(&args[0], "`cluster_gather`'s block count")?;
+                if !(1..=MAX_CLUSTER_BLOCKS as i64).contains(&blocks) || !(blocks as usize).is_power_of_two() {
+                    bail!(
+                        args[0].span(),
+                        "a cluster is 1, 2, 4 or {MAX_CLUSTER_BLOCKS} blocks (as many as every GPU from sm_90 runs together), not {blocks}"
+                    );
+                }
+                let blocks = blocks as usize;
+                if self.blocks.len() > 1 {
+                    bail!(
+                        span,
+                        "`.cluster_gather` meets the cluster's other blocks, so every block must reach it exactly once: call it at the top level of the kernel, not inside `for` or `if`"
+                    );
+                }
+                match self.cluster {
+                    Some(first) if first != blocks => bail!(
+                        args[0].span(),
+                        "every `cluster_gather` of a kernel names the same cluster: an earlier one names {first} blocks, this one {blocks}"
+                    ),
+                    _ => self.cluster = Some(blocks),
+                }
+                if blocks == 1 {
+                    return Ok(Val::Value(id));
+                }
+                let mut rshape = shape;
+                rshape[0] *= blocks;
+                Ok(Val::Value(self.push(
+                    OpKind::ClusterGather { arg: id, blocks },
+                    Some(Ty::tile(ty.dtype, rshape)),
+                    span,
+                )))
+            }
             "bitcast" => {
                 let Some(to) = self.generic_dtype(generics, "bitcast", span)? else {
                     bail!(span, "name the target type: `.bitcast::<u32>()`");

@@ -29,6 +29,7 @@ pub fn check(kernel: &ast::Kernel, types: &[(String, DType)], consts: &[(String,
         scopes: vec![HashMap::new()],
         ranks: vec![None; kernel.params.len()],
         dim_uses: Vec::new(),
+        cluster: None,
     };
     for (name, v) in consts {
         cx.bind(name, Val::Weak(Weak::Int(*v)), false);
@@ -126,6 +127,9 @@ struct Checker<'k> {
     ranks: Vec<Option<usize>>,
     /// `tensor.shape(axis)` uses, checked once every rank is known.
     dim_uses: Vec<(usize, usize, Span)>,
+    /// The cluster's blocks the first `cluster_gather` names: every
+    /// gather of a kernel names the same.
+    cluster: Option<usize>,
 }
 
 fn pow2(n: usize) -> bool {

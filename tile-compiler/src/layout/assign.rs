@@ -395,6 +395,15 @@ impl Pass<'_> {
                 *arg = self.materialize(*arg, &l, out, span);
                 self.layouts.insert(r, l.head(*axis, len));
             }
+            // Each block stores its tile as it lies; the gathered tile is
+            // read back in the default layout.
+            OpKind::ClusterGather { arg, .. } => {
+                let l = self.natural(*arg);
+                *arg = self.materialize(*arg, &l, out, span);
+                let r = result.expect("result");
+                let to = self.values[r].shape.clone().expect("tile");
+                self.layouts.insert(r, self.blocked(&to));
+            }
             OpKind::Reshape(arg) => {
                 let l = self.natural(*arg);
                 *arg = self.materialize(*arg, &l, out, span);

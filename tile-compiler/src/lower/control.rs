@@ -71,6 +71,7 @@ impl Lower<'_> {
                     .collect()
             }
             OpKind::Load { tensor, index, pad } => self.load(*tensor, index, *pad, r.expect("result")),
+            OpKind::ClusterGather { arg, .. } => self.cluster_gather(*arg, r.expect("result")),
             OpKind::Store { tensor, index, value } => {
                 self.store(*tensor, index, *value);
                 vec![]

@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 mod arith;
 mod cluster;
+mod cluster_gather;
 mod control;
 mod convert;
 mod emit;
@@ -52,8 +53,9 @@ pub struct Lowered {
     /// passes the block count it was asked for as the last parameter.
     pub persistent: bool,
     /// Blocks per cluster along x (1: no clusters): a persistent grid whose
-    /// the blocks of a 2-CTA cluster share operand tiles (see `lower/cluster.rs`); the launcher
-    /// starts a multiple of it.
+    /// the blocks of a 2-CTA cluster share operand tiles (see `lower/cluster.rs`),
+    /// or a kernel that gathers tiles across its clusters
+    /// (`lower/cluster_gather.rs`); the launcher starts a multiple of it.
     pub cluster: u32,
     /// The tensors whose tiles `mma` pipelines copy into shared memory
     /// (`cp.async` or TMA), sorted.
@@ -106,6 +108,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         networks: HashMap::new(),
     };
     let mut params = l.params(entry_name);
+    l.cluster_started();
     if let Some(half_bytes) = plan.persistent {
         l.persistent_prologue(half_bytes);
         l.persistent_body(&func.body);
@@ -127,10 +130,13 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
     params.append(&mut l.tma_params);
     params.extend(l.roles.as_ref().map(|r| r.grid_param.clone()));
     params.extend(l.persistent.as_ref().map(|t| t.grid_param.clone()));
-    let cluster = plan
-        .specialization
-        .as_ref()
-        .and_then(|s| s.clustered.then_some(CLUSTER_BLOCKS));
+    let cluster = match func.cluster_blocks() {
+        1 => plan
+            .specialization
+            .as_ref()
+            .and_then(|s| s.clustered.then_some(CLUSTER_BLOCKS)),
+        gathered => Some(gathered as u32),
+    };
     let launch = ptx::LaunchShape {
         threads: plan.threads,
         max_registers: l.roles.as_ref().and_then(|r| r.entry_registers),
@@ -145,6 +151,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         ptx::SharedMemory {
             static_bytes: plan.static_bytes,
             dynamic: plan.dynamic_bytes > 0,
+            cluster_buffers: plan.cluster_buffers.iter().map(|&(_, bytes)| bytes).collect(),
         },
         (&l.prologue, &l.code),
     );
@@ -154,7 +161,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         .collect::<BTreeSet<usize>>();
     Lowered {
         text,
-        shared_bytes: plan.static_bytes,
+        shared_bytes: plan.static_bytes + plan.cluster_buffers.iter().map(|&(_, bytes)| bytes).sum::<usize>(),
         dynamic_shared_bytes: plan.dynamic_bytes,
         threads: plan.threads,
         tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),

@@ -178,4 +178,9 @@ pub struct Plan {
     /// Whether read-only tensors are read through coherent loads: the
     /// kernel waits for stores made while it runs ([`dependency`]).
     pub coherent_reads: bool,
+    /// The shared buffers of the kernel's `cluster_gather`s, one each
+    /// (by result), with their bytes: in the cluster's first block the
+    /// others store their tiles there at any time after the cluster
+    /// starts, so no other use shares them.
+    pub cluster_buffers: Vec<(ValueId, usize)>,
 }
