@@ -1631,21 +1631,26 @@ fn fetch_add_lets_the_last_block_read_every_block(d: Option<Arc<Device>>) {
 }
 
 /// Each block loads its `[R, C]` tile of `x` (rows past the end read 0)
-/// and gathers it across its cluster of `N` blocks, then its index as a
-/// `[1, 1]` tile: every block stores what it got, the stacked tiles in a
-/// cluster's first block and zeros in the others.
+/// and gathers it across its cluster of `N` blocks, and its index as a
+/// `[1, 1]` tile (the two share a meeting), then the column sums of what
+/// it gathered (a gather of a gathered tile, after a meeting): every
+/// block stores what it got, the stacked tiles in a cluster's first block
+/// and zeros in the others.
 #[tile::kernel(T = [f32, bf16], N = [2, 4, 8], R = [2], C = [32])]
 fn cluster_tiles<T, const N: usize, const R: usize, const C: usize>(
     x: &Tensor<T>,
     gathered: &mut Tensor<T>,
     ids: &mut Tensor<i32>,
+    sums: &mut Tensor<f32>,
 ) {
     let b = block_id(0);
     let tile = x.load([b, 0], [R, C]);
     let all = tile.cluster_gather(N);
-    gathered.store([b, 0, 0], all.reshape([1, N * R, C]));
     let who = full([1, 1], b + 100 * block_id(1)).cluster_gather(N);
+    let summed = all.cast::<f32>().sum(0).cluster_gather(N);
+    gathered.store([b, 0, 0], all.reshape([1, N * R, C]));
     ids.store([b, block_id(1), 0], who.reshape([1, 1, N]));
+    sums.store([b, 0, 0], summed.reshape([1, N, C]));
 }
 
 fn cluster_gather_hands_every_tile_to_the_first_block(d: Option<Arc<Device>>) {
@@ -1658,6 +1663,7 @@ fn cluster_gather_hands_every_tile_to_the_first_block(d: Option<Arc<Device>>) {
         let xs = as_f64(&x);
         let mut want = vec![0.0; blocks * n * r * c];
         let mut want_ids = vec![0; blocks * 2 * n];
+        let mut want_sums = vec![0.0; blocks * n * c];
         for b in (0..blocks).step_by(n) {
             for k in 0..n {
                 for i in 0..r * c {
@@ -1670,29 +1676,37 @@ fn cluster_gather_hands_every_tile_to_the_first_block(d: Option<Arc<Device>>) {
                     want_ids[(b * 2 + y) * n + k] = (b + k + 100 * y) as i32;
                 }
             }
+            // The first block's column sums; the others gathered zeros.
+            for j in 0..c {
+                want_sums[b * n * c + j] = (0..n * r).map(|i| want[b * n * r * c + i * c + j]).sum::<f64>();
+            }
         }
         let grid = (blocks as u32, 2);
         let consts = [n, r, c];
         let mut g = HostTensor::full(&[blocks, n * r, c], T::of(f64::NAN));
         let mut ids = HostTensor::full(&[blocks, 2, n], -1);
-        cluster_tiles::launch_with(&Cpu, &consts, grid, &x, &mut g, &mut ids).unwrap();
+        let mut sums = HostTensor::full(&[blocks, n, c], f32::NAN);
+        cluster_tiles::launch_with(&Cpu, &consts, grid, &x, &mut g, &mut ids, &mut sums).unwrap();
         let what = format!("{} tiles in clusters of {n}", std::any::type_name::<T>());
         assert_eq!(as_f64(&g), want, "{what}, CPU");
         assert_eq!(ids.to_vec(), want_ids, "{what}, CPU: block ids");
+        assert_close(&format!("{what}, CPU: sums"), &as_f64(&sums), &want_sums, 1e-6);
         // A grid whose x is not a multiple of the cluster's blocks is refused.
         let short = (blocks as u32 - 1, 2);
-        let refused = cluster_tiles::launch_with(&Cpu, &consts, short, &x, &mut g, &mut ids);
+        let refused = cluster_tiles::launch_with(&Cpu, &consts, short, &x, &mut g, &mut ids, &mut sums);
         assert!(matches!(refused, Err(tile::Error::Grid { .. })), "{what}: {refused:?}");
         let Some(s) = s else { return };
         let xd = s.upload(&x).unwrap();
         let mut gd = s.full(&[blocks, n * r, c], T::of(f64::NAN)).unwrap();
         let mut idd = s.full(&[blocks, 2, n], -1).unwrap();
+        let mut sd = s.full(&[blocks, n, c], f32::NAN).unwrap();
         for _ in 0..3 {
-            cluster_tiles::launch_with(s, &consts, grid, &xd, &mut gd, &mut idd).unwrap();
+            cluster_tiles::launch_with(s, &consts, grid, &xd, &mut gd, &mut idd, &mut sd).unwrap();
         }
         same(s, &format!("{what}, GPU"), &gd, &g, 0.0);
         same(s, &format!("{what}, GPU: block ids"), &idd, &ids, 0.0);
-        let refused = cluster_tiles::launch_with(s, &consts, short, &xd, &mut gd, &mut idd);
+        same(s, &format!("{what}, GPU: sums"), &sd, &sums, 1e-6);
+        let refused = cluster_tiles::launch_with(s, &consts, short, &xd, &mut gd, &mut idd, &mut sd);
         assert!(
             matches!(refused, Err(tile::Error::Grid { .. })),
             "{what}, GPU: {refused:?}"

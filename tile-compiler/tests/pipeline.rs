@@ -1238,3 +1238,32 @@ fn flagged_tensors_move_in_lines_in_every_variant() {
         .expect("the s variant");
     assert!(!text(scalar).contains("ld.global.nc.v4.f32"));
 }
+
+#[test]
+fn gathers_that_follow_one_another_share_one_meeting_of_the_cluster() {
+    let src = "fn combine(x: &Tensor<f32>, y: &mut Tensor<f32>) {
+        let t = x.load([block_id(0), 0], [1, 64]);
+        let parts = t.cluster_gather(4);
+        let sums = t.sum(1).cluster_gather(4);
+        let again = parts.sum(0).cluster_gather(4);
+        y.store([0, 0], parts + again + sums.sum(0));
+    }";
+    let k = compile("", src);
+    for v in &k.variants {
+        let p = text(v);
+        // Every block in clusters of 4, with one buffer per gather.
+        assert_eq!((v.cluster, v.gathers, v.persistent), (4, true, false), "{}", v.entry);
+        assert!(p.contains(".reqnctapercluster 4, 1, 1"), "{}", v.entry);
+        assert_eq!(p.matches(".b8 cluster_buffer").count(), 3, "{}", v.entry);
+        // The start's arrival, then two meetings: `parts` and `sums` share
+        // the first; `again` reads `parts`, so it stores after it.
+        assert_eq!(p.matches("barrier.cluster.arrive.aligned;").count(), 3, "{}", v.entry);
+        assert_eq!(p.matches("barrier.cluster.wait.aligned;").count(), 3, "{}", v.entry);
+        let first_meeting = p
+            .find("barrier.cluster.arrive.aligned;\n\tbarrier.cluster.wait")
+            .expect("a meeting");
+        let buffer1 = p.find(", cluster_buffer1;").expect("buffer 1");
+        let buffer2 = p.find(", cluster_buffer2;").expect("buffer 2");
+        assert!(buffer1 < first_meeting && first_meeting < buffer2, "{}", v.entry);
+    }
+}

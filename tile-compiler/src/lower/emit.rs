@@ -73,6 +73,9 @@ pub(super) struct Lower<'a> {
     /// axis, direction and kept length: their values and positions, so
     /// that `topk` and `argtopk` of one tile share one network.
     pub(super) networks: HashMap<(ValueId, usize, bool, usize), SortLines>,
+    /// Gathers stored whose cluster has not met yet: what each reads back
+    /// once it has.
+    pub(super) gathered: Vec<Gathered>,
 }
 
 pub(super) fn mov_type(class: RegClass) -> &'static str {

@@ -106,6 +106,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         vector_accessed: BTreeSet::new(),
         split_words: HashMap::new(),
         networks: HashMap::new(),
+        gathered: Vec::new(),
     };
     let mut params = l.params(entry_name);
     l.cluster_started();
@@ -151,7 +152,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         ptx::SharedMemory {
             static_bytes: plan.static_bytes,
             dynamic: plan.dynamic_bytes > 0,
-            cluster_buffers: plan.cluster_buffers.iter().map(|&(_, bytes)| bytes).collect(),
+            cluster_buffers: plan.gathers.buffers.iter().map(|&(_, bytes)| bytes).collect(),
         },
         (&l.prologue, &l.code),
     );
@@ -161,7 +162,7 @@ pub fn lower(cx: &Context, plan: &Plan, entry_name: &str) -> Lowered {
         .collect::<BTreeSet<usize>>();
     Lowered {
         text,
-        shared_bytes: plan.static_bytes + plan.cluster_buffers.iter().map(|&(_, bytes)| bytes).sum::<usize>(),
+        shared_bytes: plan.static_bytes + plan.gathers.buffers.iter().map(|&(_, bytes)| bytes).sum::<usize>(),
         dynamic_shared_bytes: plan.dynamic_bytes,
         threads: plan.threads,
         tensor_maps: l.tensor_maps.iter().map(|(m, _)| m.clone()).collect(),

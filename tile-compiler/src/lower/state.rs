@@ -4,6 +4,7 @@
 //! cluster's ranks, a sort network's elements), shared by the op families
 //! that emit with them.
 
+use crate::ir::ValueId;
 use crate::plan::pipeline::LoopPlan;
 use crate::ptx::EntryParam;
 
@@ -12,6 +13,14 @@ pub(super) struct TensorRegs {
     pub(super) ptr: String,
     pub(super) dims: Vec<String>,
     pub(super) strides: Vec<String>,
+}
+
+/// A `cluster_gather` stored, to read back once the cluster has met: its
+/// result's registers, and the buffer's address in this block.
+pub(super) struct Gathered {
+    pub(super) result: ValueId,
+    pub(super) regs: Vec<String>,
+    pub(super) buffer: String,
 }
 
 /// Per-dimension thread coordinate registers; `None` is a constant 0.

@@ -285,23 +285,9 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             persistent: how.persistent,
             waits_at: super::dependency::waits_at(&cx.func.body),
             coherent_reads: super::dependency::waits_for_stores(&cx.func.body),
-            cluster_buffers: cluster_buffers(cx.func),
+            gathers: super::gather::plan(cx.func),
         });
     }
-}
-
-/// Each top-level `cluster_gather`'s buffer (by result): the gathered
-/// tile's bytes.
-fn cluster_buffers(func: &Func) -> Vec<(ValueId, usize)> {
-    func.body
-        .iter()
-        .filter(|op| matches!(op.kind, OpKind::ClusterGather { .. }))
-        .map(|op| {
-            let t = &func.values[op.results[0]];
-            let elems: usize = t.shape.as_ref().map_or(1, |s| s.iter().product());
-            (op.results[0], elems * t.dtype.bytes())
-        })
-        .collect()
 }
 
 /// Walks the kernel in lowering's order with the stages within `stage_budget`.

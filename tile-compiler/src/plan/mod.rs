@@ -2,12 +2,14 @@
 //! loops are software-pipelined and how deep ([`pipeline`]), whether the
 //! kernel is warp-specialized and how its consumers share the tiles
 //! ([`specialize`]), what each op needs of the scratch area ([`scratch`]),
-//! where everything lives in shared memory ([`memory`]), and where the
-//! kernel waits for the previous kernel on its stream ([`dependency`]). The result,
+//! where everything lives in shared memory ([`memory`]), where the
+//! kernel waits for the previous kernel on its stream ([`dependency`]),
+//! and where a cluster meets to gather tiles ([`gather`]). The result,
 //! a [`Plan`], is what lowering follows: lowering emits, it does not
 //! decide.
 
 pub mod dependency;
+pub mod gather;
 pub mod memory;
 pub mod pipeline;
 pub mod scratch;
@@ -178,9 +180,6 @@ pub struct Plan {
     /// Whether read-only tensors are read through coherent loads: the
     /// kernel waits for stores made while it runs ([`dependency`]).
     pub coherent_reads: bool,
-    /// The shared buffers of the kernel's `cluster_gather`s, one each
-    /// (by result), with their bytes: in the cluster's first block the
-    /// others store their tiles there at any time after the cluster
-    /// starts, so no other use shares them.
-    pub cluster_buffers: Vec<(ValueId, usize)>,
+    /// The buffers and meetings of the kernel's `cluster_gather`s ([`gather`]).
+    pub gathers: gather::Gathers,
 }
