@@ -841,26 +841,24 @@ impl<B: Backend, T: Float> Gpt<B, T> {
     /// `ids`.
     fn pick(&self, on: &B, cache: &mut KvCache<B, T>, pick: Pick) -> Result<()> {
         let whole_row = self.whole_row(cache, pick);
-        let (best, column) = (&mut cache.best, &mut cache.ids);
-        match (pick, &mut cache.whole, &self.all_reduce) {
-            (Pick::Logits, ..) => {}
-            // Over a split vocabulary: each rank places its columns in the
-            // whole row, an all-reduce joins them, and every rank picks the
-            // same token from it (top-k and top-p need the whole row; so
-            // does a pick the next step takes from `ids` on every rank).
-            (_, Some(whole), Some(all_reduce)) if whole_row => {
+        // The row picked from, and its first column's token. Over a split
+        // vocabulary each rank places its columns in the whole row, an
+        // all-reduce joins them, and every rank picks the same token from
+        // it (top-k and top-p need the whole row; so does a pick the next
+        // step takes from `ids` on every rank).
+        let (row, first) = match (&mut cache.whole, &self.all_reduce) {
+            (Some(whole), Some(all_reduce)) if whole_row => {
                 argmax::place(on, &cache.logits, whole, self.shard.vocab.start)?;
                 all_reduce.sum(on, whole)?;
-                match pick {
-                    Pick::Sample(draw) => argmax::run_gumbel(on, (whole, &cache.keys), (draw, 0), best, column)?,
-                    _ => argmax::run(on, whole, &mut cache.argmax, best, column)?,
-                }
+                (&*whole, 0)
             }
-            (Pick::Greedy, ..) => argmax::run(on, &cache.logits, &mut cache.argmax, best, column)?,
-            (Pick::Sample(draw), ..) => {
-                let first = self.shard.vocab.start;
-                argmax::run_gumbel(on, (&cache.logits, &cache.keys), (draw, first), best, column)?
-            }
+            _ => (&cache.logits, self.shard.vocab.start),
+        };
+        let (best, column) = (&mut cache.best, &mut cache.ids);
+        match pick {
+            Pick::Logits => {}
+            Pick::Greedy => argmax::run(on, row, &mut cache.argmax, best, column)?,
+            Pick::Sample(draw) => argmax::run_gumbel(on, (row, &cache.keys), (draw, first), best, column)?,
         }
         Ok(())
     }

@@ -46,10 +46,7 @@ impl Lower<'_> {
         self.emit(format!("mapa.shared::cluster.u32 {at}, {local}, 0;"));
         let part = la.shape.iter().product::<usize>() * eb;
         self.emit(format!("mad.lo.u32 {at}, {rank}, {part}, {at};"));
-        let coords = self.coords(la);
-        if let Some(f) = self.thread_flat(&coords, &la.shape) {
-            self.emit(format!("mad.lo.u32 {at}, {f}, {eb}, {at};"));
-        }
+        let at = self.row_major_at(la, eb, at);
         let guard = (self.owner_pred(la.replicated_mask()))
             .map(|p| format!("@{p} "))
             .unwrap_or_default();
@@ -84,15 +81,7 @@ impl Lower<'_> {
             let dtype = self.dtype(g.result);
             let (class, eb) = (RegClass::of(dtype), dtype.bytes());
             let ty = word(class);
-            let coords = self.coords(l);
-            let from = match self.thread_flat(&coords, &l.shape) {
-                Some(f) => {
-                    let t = self.reg(RegClass::B32);
-                    self.emit(format!("mad.lo.u32 {t}, {f}, {eb}, {};", g.buffer));
-                    t
-                }
-                None => g.buffer,
-            };
+            let from = self.row_major_at(l, eb, g.buffer);
             let zero = if class == RegClass::F32 { "0f00000000" } else { "0" };
             for (q, d) in g.regs.iter().enumerate() {
                 let imm = flat(&l.reg_coord(q), &l.shape) * eb;

@@ -420,8 +420,18 @@ impl<'a> Lower<'a> {
 
     /// The shared-memory address of this thread's first element, `bytes` per element.
     pub(super) fn smem_base(&mut self, l: &Layout, bytes: usize) -> String {
-        let coords = self.coords(l);
+        // The thread's coordinates first (they are kept for the layout), so
+        // that registers are numbered as they always were.
+        self.coords(l);
         let base = self.scratch_base();
+        self.row_major_at(l, bytes, base)
+    }
+
+    /// The address of this thread's first element of a tile in layout `l`
+    /// stored row-major from `base`, `bytes` per element: register `r`'s
+    /// element lies `flat(l.reg_coord(r)) * bytes` past it.
+    pub(super) fn row_major_at(&mut self, l: &Layout, bytes: usize, base: String) -> String {
+        let coords = self.coords(l);
         let Some(f) = self.thread_flat(&coords, &l.shape) else {
             return base;
         };

@@ -6,7 +6,7 @@
 //! it comes, and the cluster meets after the last, before the first op
 //! that reads any of them, which then reads them all back.
 
-use crate::ir::{Func, Op, OpKind, ValueId};
+use crate::ir::{Func, OpKind, ValueId, all_ops};
 use std::collections::HashSet;
 
 /// The buffers and meetings [`crate::lower`] follows.
@@ -24,10 +24,12 @@ pub fn plan(func: &Func) -> Gathers {
     let mut g = Gathers::default();
     let mut stored: Vec<ValueId> = Vec::new();
     for op in &func.body {
-        let mut read = Vec::new();
-        operands(op, &mut read);
+        // What the op and the ops in its bodies read.
+        let mut reads = all_ops(std::slice::from_ref(op))
+            .into_iter()
+            .flat_map(|o| o.kind.operands());
         if let Some(&last) = stored.last()
-            && read.iter().any(|v| stored.contains(v))
+            && reads.any(|v| stored.contains(&v))
         {
             g.meets_after.insert(last);
             stored.clear();
@@ -42,14 +44,4 @@ pub fn plan(func: &Func) -> Gathers {
     }
     g.meets_after.extend(stored.last());
     g
-}
-
-/// What `op` and the ops in its bodies read.
-fn operands(op: &Op, out: &mut Vec<ValueId>) {
-    out.extend(op.kind.operands());
-    for body in op.kind.bodies() {
-        for op in body {
-            operands(op, out);
-        }
-    }
 }
