@@ -121,9 +121,6 @@ pub(crate) trait Decoder {
     fn queue(&self, cache: &mut Self::Cache, feed: Feed, sample: Option<(Draw, &[u32])>) -> Result<()>;
     /// The tokens of the oldest queued step not yet returned (waits for them).
     fn next_picks(&self, cache: &mut Self::Cache) -> Result<Vec<u32>>;
-    /// Whether a step fed [`Feed::Picks`] can be queued, to run while the
-    /// host reads the step before.
-    fn runs_ahead(&self) -> bool;
 
     fn lengths(cache: &Self::Cache) -> &[usize];
 }
@@ -159,9 +156,6 @@ impl<B: Backend, T: Float> Decoder for (&B, &Gpt<B, T>) {
     }
     fn next_picks(&self, cache: &mut KvCache<B, T>) -> Result<Vec<u32>> {
         self.1.next_picks(self.0, cache)
-    }
-    fn runs_ahead(&self) -> bool {
-        true
     }
 
     fn lengths(cache: &KvCache<B, T>) -> &[usize] {
@@ -220,12 +214,11 @@ pub(crate) fn run<D: Decoder>(
     // every later step with its pick.
     let mut decode_start = None;
     let mut next: Vec<Option<u32>> = vec![None; batch];
-    // Steps queued whose tokens the host has not read. Where the decoder
-    // feeds a step the last one's picks itself, the next step is queued
-    // before the host reads the last one's tokens, and runs meanwhile.
+    // Steps queued whose tokens the host has not read. Where the backend
+    // picks, it feeds a step the last one's picks itself: the next step is
+    // queued before the host reads the last one's tokens, and runs meanwhile.
     let mut queued = 0;
     let on_backend = sampling.is_greedy() || draw.is_some();
-    let ahead = on_backend && model.runs_ahead();
     let prompt_lens: Vec<usize> = request.prompts.iter().map(Vec::len).collect();
     loop {
         for s in 0..batch {
@@ -280,7 +273,7 @@ pub(crate) fn run<D: Decoder>(
             // more tokens than the queued steps bring and each has room.
             let wants_more = (0..batch).any(|s| running[s] && out.tokens[s].len() + queued < request.max_new_tokens);
             let room = (0..batch).all(|s| !running[s] || D::lengths(&cache)[s] < capacity);
-            if ahead && wants_more && room {
+            if on_backend && wants_more && room {
                 queue(
                     model,
                     &mut cache,

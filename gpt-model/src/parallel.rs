@@ -475,9 +475,6 @@ impl<B: Collective<T>, T: Float> Decoder for TensorParallel<B, T> {
         let ranks = self.on_every_rank(cache, |on, model, cache| model.next_picks(on, cache))?;
         agreed(ranks, |&t| t)
     }
-    fn runs_ahead(&self) -> bool {
-        true
-    }
 
     fn lengths(cache: &ShardedCache<B, T>) -> &[usize] {
         cache.lengths()
