@@ -17,8 +17,9 @@
 //! copy bandwidth counts the weights' bytes (`N·K` elements, read once)
 //! against a device-to-device copy of [`COPIED`] bytes measured in the
 //! same run (read and written bytes). cuBLAS computes without the bias,
-//! ours with it. Beside the tuned choice: `gemv` alone and the
-//! tensor-core kernel alone, each at its own tuned tile.
+//! ours with it. Beside the tuned choice: `gemv` alone, the tensor cores
+//! split along K alone (`gemv::run_split_k`) and the tensor-core kernel
+//! alone, each at its own tuned tile.
 //!
 //! `--tiles` instead times every tile of `gemv` and `gemv_layer_norm` at
 //! M = 1 on GPT-2's and gpt2-xl's layers, with the weights cold (as
@@ -82,6 +83,7 @@ fn case(s: &Stream, blas: &CudaBlas, m: usize, ws: &[Tensor<bf16>], copy: f64) {
     let tile = matmul::run_linear(s, &x, &ws[0], &b, &mut y, false).unwrap();
     let tc_tile = matmul::linear::run(s, &x, &ws[0], &b, &mut y, 0).unwrap();
     let gemv_tile = gemv::run(s, (&x, &ws[0], &b), &mut y, false).unwrap();
+    let split_k_tile = gemv::run_split_k(s, (&x, &ws[0], &b), &mut y, false).unwrap();
     cublas(blas, (&x, &ws[0], true), &mut y, of(1.0), of(0.0));
     s.synchronize().unwrap();
     let ours = recorded(s, |i| {
@@ -90,17 +92,22 @@ fn case(s: &Stream, blas: &CudaBlas, m: usize, ws: &[Tensor<bf16>], copy: f64) {
     let gemv_only = recorded(s, |i| {
         gemv::run(s, (&x, &ws[i % ws.len()], &b), &mut y, false).unwrap();
     });
+    let split_k = recorded(s, |i| {
+        gemv::run_split_k(s, (&x, &ws[i % ws.len()], &b), &mut y, false).unwrap();
+    });
     let tensor_cores = recorded(s, |i| {
         matmul::linear::run(s, &x, &ws[i % ws.len()], &b, &mut y, 0).unwrap();
     });
     let theirs = recorded(s, |i| {
         cublas(blas, (&x, &ws[i % ws.len()], true), &mut y, of(1.0), of(0.0))
     });
-    let [us, gemv_us, tc_us, blas_us] = [&ours, &gemv_only, &tensor_cores, &theirs].map(|g| per_launch_us(s, g));
+    let [us, gemv_us, split_k_us, tc_us, blas_us] =
+        [&ours, &gemv_only, &split_k, &tensor_cores, &theirs].map(|g| per_launch_us(s, g));
     let gbs = (n * k * 2) as f64 / us / 1e3;
     println!(
         "bf16 M={m:<2} K={k:<4} N={n:<5}  ours {us:>6.2} us ({tile:>14}) {gbs:>5.0} GB/s {:>5.1}% of copy  \
-         gemv {gemv_us:>6.2} ({gemv_tile:>9})  tensor cores {tc_us:>6.2} ({tc_tile:>9})  cuBLAS {blas_us:>6.2}  cuBLAS/ours {:.2}",
+         gemv {gemv_us:>6.2} ({gemv_tile:>9})  split-K {split_k_us:>6.2} ({split_k_tile:>11})  \
+         tensor cores {tc_us:>6.2} ({tc_tile:>9})  cuBLAS {blas_us:>6.2}  cuBLAS/ours {:.2}",
         100.0 * gbs / copy,
         blas_us / us
     );

@@ -390,6 +390,45 @@ fn gemv_every_configuration_matches_f64() {
     }
 }
 
+/// The tensor cores' few-row linears split along K over a cluster: every
+/// configuration (empty splits included: K of one step), with and
+/// without GELU and with the residual, against the f64 reference on the
+/// operands as bf16 holds them (the CPU versions multiply in f32, as
+/// the tensor cores do with bf16 operands).
+#[test]
+fn split_k_every_configuration_matches_f64() {
+    use tile_kernels::gemv;
+    let mut rng = Rng::new(31);
+    for (m, n, k) in [(1, 1, 1), (3, 77, 1030), (16, 130, 300), (5, 9, 64)] {
+        let x = rounded::<bf16>(&rng.normals(m * k, 1.0));
+        let w = rounded::<bf16>(&rng.normals(n * k, 0.3));
+        let b = rounded::<bf16>(&rng.normals(n, 1.0));
+        let r = rounded::<bf16>(&rng.normals(m * n, 1.0));
+        let (xt, wt, bt, rt) = (
+            host::<bf16>(&x, &[m, k]),
+            host::<bf16>(&w, &[n, k]),
+            host::<bf16>(&b, &[n]),
+            host::<bf16>(&r, &[m, n]),
+        );
+        for tile in gemv::linear_split_k::KERNEL.candidates(&[tile::DType::BF16], false) {
+            for gelu in [0, 1] {
+                let mut y = HostTensor::full(&[m, n], bf16::NAN);
+                gemv::linear_split_k::run_with(&Cpu, tile, &xt, &wt, &bt, &mut y, gelu).unwrap();
+                let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+                let what = format!("linear_split_k {m}x{n}x{k} gelu={gelu} {tile}");
+                assert_close(&what, &values(&y), &want, bf16::TOL);
+            }
+            let mut y = HostTensor::full(&[m, n], bf16::NAN);
+            gemv::linear_split_k_residual::run_with(&Cpu, tile, &xt, &wt, &bt, &rt, &mut y).unwrap();
+            let want: Vec<f64> = (linear_ref(&x, &w, &b, m, n, k, false).iter().zip(&r))
+                .map(|(y, r)| y + r)
+                .collect();
+            let what = format!("linear_split_k_residual {m}x{n}x{k} {tile}");
+            assert_close(&what, &values(&y), &want, bf16::TOL);
+        }
+    }
+}
+
 #[test]
 fn ieee_linear_and_attention_match_the_f64_references() {
     let mut rng = Rng::new(8);

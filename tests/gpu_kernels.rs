@@ -521,10 +521,10 @@ fn linear_matches_cpu_reference(d: Arc<Device>) {
     }
 }
 
-/// Linear layers of few rows (`gemv`): every configuration, with and
-/// without GELU, and with the residual, against the f64 reference on the
-/// operands as `T` holds them; then the tuned entry point, which sends
-/// such a layer there.
+/// Linear layers of few rows (`gemv`, and split-K on the tensor cores):
+/// every configuration, with and without GELU, and with the residual,
+/// against the f64 reference on the operands as `T` holds them; then the
+/// tuned entry points, which send such a layer to one of them.
 fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
     use tile_kernels::matmul;
     let (x, w, b, r) = (
@@ -556,6 +556,21 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         let what = format!("gemv_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tol);
     }
+    // On the tensor cores, split along K over a cluster (f32 through tf32).
+    let tc_tol = if T::DTYPE == tile::DType::F32 { 2e-3 } else { tol };
+    for tile in gemv::linear_split_k::KERNEL.candidates(&[T::DTYPE], false) {
+        for gelu in [0, 1] {
+            let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+            gemv::linear_split_k::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
+            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+            let what = format!("linear_split_k {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
+            assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tc_tol);
+        }
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        gemv::linear_split_k_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
+        let what = format!("linear_split_k_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tc_tol);
+    }
     // With a LayerNorm folded into the product, on rows offset from 0
     // (its statistics are of the values less the row's first).
     let (ln_w, ln_b, eps) = (
@@ -584,7 +599,7 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
     }
     // The tuned entry points may choose the tensor cores: tf32 for f32.
     let tuned_tol = |tile: matmul::LinearTile| match tile {
-        matmul::LinearTile::TensorCores(_) => tol.max(2e-3),
+        matmul::LinearTile::TensorCores(_) | matmul::LinearTile::SplitK(_) => tol.max(2e-3),
         matmul::LinearTile::Gemv(_) => tol,
     };
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();

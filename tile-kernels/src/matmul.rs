@@ -10,7 +10,8 @@
 //! otherwise compute a partial product. [`run`], [`run_linear`],
 //! [`run_linear_residual`] and [`run_batched`] call them; for linear
 //! layers of up to [`gemv::MAX_ROWS`] rows, the tuner also weighs
-//! [`crate::gemv`]'s kernels.
+//! [`crate::gemv`]'s kernels: the CUDA cores', and the tensor cores' split
+//! along K over a cluster.
 
 use crate::gemv;
 use crate::norm::LayerNormOperands;
@@ -40,22 +41,26 @@ pub enum LinearTile {
     TensorCores(Tuned),
     /// A tile of [`gemv::gemv`] or [`gemv::gemv_residual`], for a few rows.
     Gemv(Tuned),
+    /// A tile of [`gemv::linear_split_k`] or
+    /// [`gemv::linear_split_k_residual`], for a few rows.
+    SplitK(Tuned),
 }
 
 impl std::fmt::Display for LinearTile {
-    /// The tile as the tuner names it (`64x128x64`), `gemv ` before a
-    /// [`gemv`] tile.
+    /// The tile as the tuner names it (`64x128x64`), `gemv ` or `split-K `
+    /// before a few-row kernel's tile.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LinearTile::TensorCores(t) => f.pad(&t.to_string()),
             LinearTile::Gemv(t) => f.pad(&format!("gemv {t}")),
+            LinearTile::SplitK(t) => f.pad(&format!("split-K {t}")),
         }
     }
 }
 
 /// `y = x @ w^T + b` (then GELU if `gelu`), tuned; returns the configuration.
-/// Up to [`gemv::MAX_ROWS`] rows, the tuner weighs [`gemv::gemv`]'s best
-/// tile against [`linear`]'s.
+/// Up to [`gemv::MAX_ROWS`] rows, the tuner weighs [`gemv::gemv`]'s and
+/// [`gemv::linear_split_k`]'s best tiles against [`linear`]'s.
 pub fn run_linear<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
@@ -66,6 +71,7 @@ pub fn run_linear<T: Element, B: Backend>(
 ) -> tile::Result<LinearTile> {
     few_rows_or_not::<T, B>(on, ("linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run(on, (x, w, b), y, gelu),
+        Family::SplitK => gemv::run_split_k(on, (x, w, b), y, gelu),
         Family::TensorCores => linear::run(on, x, w, b, y, gelu as i32),
     })
 }
@@ -79,6 +85,7 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 ) -> tile::Result<LinearTile> {
     few_rows_or_not::<T, B>(on, ("linear_residual", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_residual(on, (x, w, b), residual, y),
+        Family::SplitK => gemv::run_split_k_residual(on, (x, w, b), residual, y),
         Family::TensorCores => linear_residual::run(on, x, w, b, residual, y),
     })
 }
@@ -89,8 +96,8 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 /// the caller holds, so that a pass allocates and clears nothing), then
 /// [`linear`]'s tuned tile; or, up to [`gemv::MAX_ROWS`] rows,
 /// [`gemv::gemv_layer_norm`] (the LayerNorm folded into the product, one
-/// launch) where the tuner finds it faster. Returns the product's
-/// configuration.
+/// launch), or the LayerNorm kernel then [`gemv::linear_split_k`], where
+/// the tuner finds it faster. Returns the product's configuration.
 pub fn run_layer_norm_linear<T: Element, B: Backend>(
     on: &B,
     norm: LayerNormOperands<B, T>,
@@ -102,6 +109,10 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
     let (x, ln_w, ln_b, eps) = norm;
     few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
+        Family::SplitK => {
+            crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
+            gemv::run_split_k(on, (normed, w, b), y, gelu)
+        }
         Family::TensorCores => {
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
             linear::run(on, normed, w, b, y, gelu as i32)
@@ -114,9 +125,10 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
 /// rows, whichever family the tuner finds faster for the problem class of
 /// `layer` (the name it is tuned under) with weights `w: [N, K]`, timed
 /// with the weights cold (spares of `w`'s shape, which `run` takes in its
-/// place), as a decode step reads them. The
-/// tensor cores come first, which the CPU runs untimed: their CPU
-/// version's large tiles run faster there than `gemv`'s.
+/// place), as a decode step reads them. The key names the families, so
+/// a build that offers another tunes again. The tensor cores come first, which the CPU runs
+/// untimed: their CPU version's large tiles run faster there than
+/// `gemv`'s.
 fn few_rows_or_not<T: Element, B: Backend>(
     on: &B,
     (layer, x, w): (&str, &B::Tensor<T>, &B::Tensor<T>),
@@ -128,26 +140,23 @@ fn few_rows_or_not<T: Element, B: Backend>(
         // More rows, or not a layer (the tensor-core kernel's checks say what is wrong).
         _ => return run(Family::TensorCores, w, y).map(|t| Family::TensorCores.ran(t)),
     };
+    let families = [Family::TensorCores, Family::Gemv, Family::SplitK];
     let classes = [m, k, n].map(|d| tile::autotune::size_class(d).to_string());
+    let names: Vec<String> = families.iter().map(Family::to_string).collect();
     let key = format!(
-        "{}::few_rows|{layer}|{}|{}",
+        "{}::few_rows|{layer}|{}|{}|{}",
         module_path!(),
         T::DTYPE.name(),
-        classes.join("x")
+        classes.join("x"),
+        names.join(",")
     );
     let mut ran = None;
     // Timed with the weights cold, as a decode step reads them.
     let spares = (w.shape(), || on.zeros::<T>(w.shape()));
-    tile::autotune::tune_cold(
-        on,
-        &key,
-        &[Family::TensorCores, Family::Gemv],
-        spares,
-        |family, spare| {
-            ran = Some(family.ran(run(family, spare.unwrap_or(w), y)?));
-            Ok(())
-        },
-    )?;
+    tile::autotune::tune_cold(on, &key, &families, spares, |family, spare| {
+        ran = Some(family.ran(run(family, spare.unwrap_or(w), y)?));
+        Ok(())
+    })?;
     Ok(ran.expect("the tuner runs its choice last"))
 }
 
@@ -155,6 +164,7 @@ fn few_rows_or_not<T: Element, B: Backend>(
 #[derive(Clone, Copy)]
 enum Family {
     Gemv,
+    SplitK,
     TensorCores,
 }
 
@@ -163,6 +173,7 @@ impl Family {
     fn ran(self, tuned: Tuned) -> LinearTile {
         match self {
             Family::Gemv => LinearTile::Gemv(tuned),
+            Family::SplitK => LinearTile::SplitK(tuned),
             Family::TensorCores => LinearTile::TensorCores(tuned),
         }
     }
@@ -172,6 +183,7 @@ impl std::fmt::Display for Family {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Family::Gemv => "gemv",
+            Family::SplitK => "split-K",
             Family::TensorCores => "tensor cores",
         })
     }
