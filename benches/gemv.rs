@@ -18,7 +18,7 @@
 //! against a device-to-device copy of [`COPIED`] bytes measured in the
 //! same run (read and written bytes). cuBLAS computes without the bias,
 //! ours with it. Beside the tuned choice: `gemv` alone, the tensor cores
-//! split along K alone (`gemv::run_split_k`) and the tensor-core kernel
+//! split along K alone (`split_k::run`) and the tensor-core kernel
 //! alone, each at its own tuned tile.
 //!
 //! `--tiles` instead times every tile of `gemv` and `gemv_layer_norm` at
@@ -31,7 +31,7 @@ mod common;
 use common::{cublas, gpu_ms, gpu_stream, random};
 use cudarc::cublas::CudaBlas;
 use tile::{DType, Graph, Stream, Tensor, bf16};
-use tile_kernels::{gemv, matmul};
+use tile_kernels::{gemv, matmul, split_k};
 
 /// Launches per graph.
 const LAUNCHES: usize = 128;
@@ -83,7 +83,7 @@ fn case(s: &Stream, blas: &CudaBlas, m: usize, ws: &[Tensor<bf16>], copy: f64) {
     let tile = matmul::run_linear(s, &x, &ws[0], &b, &mut y, false).unwrap();
     let tc_tile = matmul::linear::run(s, &x, &ws[0], &b, &mut y, 0).unwrap();
     let gemv_tile = gemv::run(s, (&x, &ws[0], &b), &mut y, false).unwrap();
-    let split_k_tile = gemv::run_split_k(s, (&x, &ws[0], &b), &mut y, false).unwrap();
+    let split_k_tile = split_k::run(s, (&x, &ws[0], &b), &mut y, false).unwrap();
     cublas(blas, (&x, &ws[0], true), &mut y, of(1.0), of(0.0));
     s.synchronize().unwrap();
     let ours = recorded(s, |i| {
@@ -93,7 +93,7 @@ fn case(s: &Stream, blas: &CudaBlas, m: usize, ws: &[Tensor<bf16>], copy: f64) {
         gemv::run(s, (&x, &ws[i % ws.len()], &b), &mut y, false).unwrap();
     });
     let split_k = recorded(s, |i| {
-        gemv::run_split_k(s, (&x, &ws[i % ws.len()], &b), &mut y, false).unwrap();
+        split_k::run(s, (&x, &ws[i % ws.len()], &b), &mut y, false).unwrap();
     });
     let tensor_cores = recorded(s, |i| {
         matmul::linear::run(s, &x, &ws[i % ws.len()], &b, &mut y, 0).unwrap();

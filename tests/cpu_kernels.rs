@@ -397,7 +397,7 @@ fn gemv_every_configuration_matches_f64() {
 /// the tensor cores do with bf16 operands).
 #[test]
 fn split_k_every_configuration_matches_f64() {
-    use tile_kernels::gemv;
+    use tile_kernels::split_k;
     let mut rng = Rng::new(31);
     for (m, n, k) in [(1, 1, 1), (3, 77, 1030), (16, 130, 300), (5, 9, 64)] {
         let x = rounded::<bf16>(&rng.normals(m * k, 1.0));
@@ -410,16 +410,16 @@ fn split_k_every_configuration_matches_f64() {
             host::<bf16>(&b, &[n]),
             host::<bf16>(&r, &[m, n]),
         );
-        for tile in gemv::linear_split_k::KERNEL.candidates(&[tile::DType::BF16], false) {
+        for tile in split_k::linear_split_k::KERNEL.candidates(&[tile::DType::BF16], false) {
             for gelu in [0, 1] {
                 let mut y = HostTensor::full(&[m, n], bf16::NAN);
-                gemv::linear_split_k::run_with(&Cpu, tile, &xt, &wt, &bt, &mut y, gelu).unwrap();
+                split_k::linear_split_k::run_with(&Cpu, tile, &xt, &wt, &bt, &mut y, gelu).unwrap();
                 let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
                 let what = format!("linear_split_k {m}x{n}x{k} gelu={gelu} {tile}");
                 assert_close(&what, &values(&y), &want, bf16::TOL);
             }
             let mut y = HostTensor::full(&[m, n], bf16::NAN);
-            gemv::linear_split_k_residual::run_with(&Cpu, tile, &xt, &wt, &bt, &rt, &mut y).unwrap();
+            split_k::linear_split_k_residual::run_with(&Cpu, tile, &xt, &wt, &bt, &rt, &mut y).unwrap();
             let want: Vec<f64> = (linear_ref(&x, &w, &b, m, n, k, false).iter().zip(&r))
                 .map(|(y, r)| y + r)
                 .collect();

@@ -12,7 +12,7 @@ use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
-use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax, topk};
+use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax, split_k, topk};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
 const ROWS: [(usize, usize); 7] = [(1, 1), (7, 1), (1, 1000), (33, 700), (16, 768), (5, 1024), (3, 1023)];
@@ -558,16 +558,16 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
     }
     // On the tensor cores, split along K over a cluster (f32 through tf32).
     let tc_tol = if T::DTYPE == tile::DType::F32 { 2e-3 } else { tol };
-    for tile in gemv::linear_split_k::KERNEL.candidates(&[T::DTYPE], false) {
+    for tile in split_k::linear_split_k::KERNEL.candidates(&[T::DTYPE], false) {
         for gelu in [0, 1] {
             let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-            gemv::linear_split_k::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
+            split_k::linear_split_k::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
             let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
             let what = format!("linear_split_k {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
             assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tc_tol);
         }
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        gemv::linear_split_k_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
+        split_k::linear_split_k_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
         let what = format!("linear_split_k_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
         assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tc_tol);
     }

@@ -15,13 +15,9 @@
 //! weights cold, as a decode step reads them (`tile::autotune::tune_cold`). Each block first asks
 //! L2 for its weights (`prefetch`): that runs while the previous kernel on
 //! the stream ends, since the weights are no kernel's output.
-//! Products and sums are in f32, so f32 layers are IEEE f32 here.
-//!
-//! At 4–16 rows every weight is multiplied 4–16 times, which the CUDA
-//! cores take longer for than the bytes take to arrive; [`linear_split_k`]
-//! and [`linear_split_k_residual`] multiply on the tensor cores instead,
-//! in 16-row tiles whose K steps are split among a cluster's blocks
-//! (split-K), so that the layer's few tiles still spread over the SMs.
+//! Products and sums are in f32, so f32 layers are IEEE f32 here. From
+//! 4 rows the tensor cores split along K ([`crate::split_k`]) are often
+//! faster: each weight is multiplied as many times as there are rows.
 
 use crate::matmul::LinearOperands;
 use tile::autotune::{size_class, tune_cold};
@@ -200,108 +196,6 @@ pub fn gemv_layer_norm<T, const BM: usize, const BN: usize, const BK: usize, con
     }
 }
 
-/// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1, on the tensor
-/// cores, split along K: the `S` blocks of a cluster each multiply one
-/// `[BM, BN]` tile of `y` over their share of the K steps, and the first
-/// sums the shares (`cluster_gather`: through distributed shared memory,
-/// no scratch in global memory, no count of the blocks done), adds the
-/// bias and stores. A tile's blocks are consecutive; the tiles go columns
-/// fastest. Each block first asks L2 for its weights (`prefetch`), as
-/// [`gemv`] does.
-#[tile::kernel(
-    T = [f16, bf16, f32],
-    num_warps = 4,
-    grid = cdiv(N, BN) * cdiv(M, BM) * S,
-    key = [M, K, N],
-    // f32 multiplies through tf32 (half the K step: the same bytes).
-    configs = [
-        (T = [f16, bf16], BM = 16, BN = 64, BK = 64, S = 2),
-        (T = [f16, bf16], BM = 16, BN = 64, BK = 64, S = 4),
-        (T = [f16, bf16], BM = 16, BN = 32, BK = 128, S = 2),
-        (T = [f16, bf16], BM = 16, BN = 32, BK = 128, S = 4),
-        (T = f32, BM = 16, BN = 64, BK = 32, S = 2),
-        (T = f32, BM = 16, BN = 64, BK = 32, S = 4),
-        (T = f32, BM = 16, BN = 32, BK = 64, S = 2),
-        (T = f32, BM = 16, BN = 32, BK = 64, S = 4),
-    ]
-)]
-pub fn linear_split_k<T, const BM: usize, const BN: usize, const BK: usize, const S: usize>(
-    x: &Tensor<T, { [M, K] }>,
-    w: &Tensor<T, { [N, K] }>,
-    b: &Tensor<T, { [N] }>,
-    y: &mut Tensor<T, { [M, N] }>,
-    gelu: i32,
-) {
-    let split = block_id(0) % S;
-    let n = block_id(0) / S % cdiv(N, BN);
-    let m = block_id(0) / S / cdiv(N, BN);
-    let steps = cdiv(cdiv(K, BK), S);
-    let first = split * steps;
-    let last = min(first + steps, cdiv(K, BK));
-    for k in first..last {
-        w.prefetch([n, k], [BN, BK]);
-    }
-    let mut acc = zeros([BM, BN]);
-    for k in first..last {
-        acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
-    }
-    let total = acc.cluster_gather(S).reshape([S, BM, BN]).sum(0).reshape([BM, BN]);
-    if split == 0 {
-        let out = total + b.load([n], [BN]).cast::<f32>();
-        if gelu == 1 {
-            y.store([m, n], gelu(out).cast::<T>());
-        } else {
-            y.store([m, n], out.cast::<T>());
-        }
-    }
-}
-
-/// `y = residual + x @ w^T + b`, as [`linear_split_k`] multiplies;
-/// `residual: [M, N]`.
-#[tile::kernel(
-    T = [f16, bf16, f32],
-    num_warps = 4,
-    grid = cdiv(N, BN) * cdiv(M, BM) * S,
-    key = [M, K, N],
-    // f32 multiplies through tf32 (half the K step: the same bytes).
-    configs = [
-        (T = [f16, bf16], BM = 16, BN = 64, BK = 64, S = 2),
-        (T = [f16, bf16], BM = 16, BN = 64, BK = 64, S = 4),
-        (T = [f16, bf16], BM = 16, BN = 32, BK = 128, S = 2),
-        (T = [f16, bf16], BM = 16, BN = 32, BK = 128, S = 4),
-        (T = f32, BM = 16, BN = 64, BK = 32, S = 2),
-        (T = f32, BM = 16, BN = 64, BK = 32, S = 4),
-        (T = f32, BM = 16, BN = 32, BK = 64, S = 2),
-        (T = f32, BM = 16, BN = 32, BK = 64, S = 4),
-    ]
-)]
-pub fn linear_split_k_residual<T, const BM: usize, const BN: usize, const BK: usize, const S: usize>(
-    x: &Tensor<T, { [M, K] }>,
-    w: &Tensor<T, { [N, K] }>,
-    b: &Tensor<T, { [N] }>,
-    residual: &Tensor<T, { [M, N] }>,
-    y: &mut Tensor<T, { [M, N] }>,
-) {
-    let split = block_id(0) % S;
-    let n = block_id(0) / S % cdiv(N, BN);
-    let m = block_id(0) / S / cdiv(N, BN);
-    let steps = cdiv(cdiv(K, BK), S);
-    let first = split * steps;
-    let last = min(first + steps, cdiv(K, BK));
-    for k in first..last {
-        w.prefetch([n, k], [BN, BK]);
-    }
-    let mut acc = zeros([BM, BN]);
-    for k in first..last {
-        acc = mma(x.load([m, k], [BM, BK]), w.load([n, k], [BN, BK]).transpose(), acc);
-    }
-    let total = acc.cluster_gather(S).reshape([S, BM, BN]).sum(0).reshape([BM, BN]);
-    if split == 0 {
-        let out = total + b.load([n], [BN]).cast::<f32>() + residual.load([m, n], [BM, BN]).cast::<f32>();
-        y.store([m, n], out.cast::<T>());
-    }
-}
-
 /// A LayerNorm's affine folded into the linear layer after it, for
 /// [`gemv_layer_norm`]. With `h = (x − μ)·rstd·γ + β`,
 /// `h @ w^T + b = rstd·((x − μ)·γ @ w^T) + β @ w^T + b`
@@ -389,40 +283,13 @@ pub fn run_residual<T: Element, B: Backend>(
     })
 }
 
-/// `y = x @ w^T + b` (then GELU if `gelu`) split along K over a cluster
-/// ([`linear_split_k`]), tuned as [`run`] is; returns the configuration.
-pub fn run_split_k<T: Element, B: Backend>(
-    on: &B,
-    (x, w, b): LinearOperands<B, T>,
-    y: &mut B::Tensor<T>,
-    gelu: bool,
-) -> tile::Result<Tuned> {
-    tuned_cold(on, &linear_split_k::KERNEL, (x, w), |c, w| {
-        linear_split_k::run_with(on, c, x, w, b, y, gelu as i32)
-    })
-}
-
-/// `y = residual + x @ w^T + b` split along K over a cluster
-/// ([`linear_split_k_residual`]), tuned as [`run`] is; returns the
-/// configuration.
-pub fn run_split_k_residual<T: Element, B: Backend>(
-    on: &B,
-    (x, w, b): LinearOperands<B, T>,
-    residual: &B::Tensor<T>,
-    y: &mut B::Tensor<T>,
-) -> tile::Result<Tuned> {
-    tuned_cold(on, &linear_split_k_residual::KERNEL, (x, w), |c, w| {
-        linear_split_k_residual::run_with(on, c, x, w, b, residual, y)
-    })
-}
-
 /// `run(configuration, w)` tuned among `kernel`'s tiles whose blocks take
 /// every row of `x` ([`whole_rows`]), timed with the weights `w` cold
 /// ([`tune_cold`]: the timed launches take spare tensors of `w`'s shape in
 /// its place). A decode step finds its weights in DRAM, not in L2, and the
 /// tiles that stream them fastest from DRAM are not the fastest from L2.
 /// Returns the configuration.
-fn tuned_cold<T: Element, B: Backend>(
+pub(crate) fn tuned_cold<T: Element, B: Backend>(
     on: &B,
     kernel: &KernelSpec,
     (x, w): (&B::Tensor<T>, &B::Tensor<T>),

@@ -24,4 +24,5 @@ pub mod norm;
 pub mod scan;
 mod shapes;
 pub mod softmax;
+pub mod split_k;
 pub mod topk;

@@ -13,8 +13,8 @@
 //! [`crate::gemv`]'s kernels: the CUDA cores', and the tensor cores' split
 //! along K over a cluster.
 
-use crate::gemv;
 use crate::norm::LayerNormOperands;
+use crate::{gemv, split_k};
 use tile::{Backend, Element, TensorView, Tuned};
 
 /// `(x, w, b)` of a linear layer on backend `B`.
@@ -41,8 +41,8 @@ pub enum LinearTile {
     TensorCores(Tuned),
     /// A tile of [`gemv::gemv`] or [`gemv::gemv_residual`], for a few rows.
     Gemv(Tuned),
-    /// A tile of [`gemv::linear_split_k`] or
-    /// [`gemv::linear_split_k_residual`], for a few rows.
+    /// A tile of [`split_k::linear_split_k`] or
+    /// [`split_k::linear_split_k_residual`], for a few rows.
     SplitK(Tuned),
 }
 
@@ -60,7 +60,7 @@ impl std::fmt::Display for LinearTile {
 
 /// `y = x @ w^T + b` (then GELU if `gelu`), tuned; returns the configuration.
 /// Up to [`gemv::MAX_ROWS`] rows, the tuner weighs [`gemv::gemv`]'s and
-/// [`gemv::linear_split_k`]'s best tiles against [`linear`]'s.
+/// [`split_k::linear_split_k`]'s best tiles against [`linear`]'s.
 pub fn run_linear<T: Element, B: Backend>(
     on: &B,
     x: &B::Tensor<T>,
@@ -71,7 +71,7 @@ pub fn run_linear<T: Element, B: Backend>(
 ) -> tile::Result<LinearTile> {
     few_rows_or_not::<T, B>(on, ("linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run(on, (x, w, b), y, gelu),
-        Family::SplitK => gemv::run_split_k(on, (x, w, b), y, gelu),
+        Family::SplitK => split_k::run(on, (x, w, b), y, gelu),
         Family::TensorCores => linear::run(on, x, w, b, y, gelu as i32),
     })
 }
@@ -85,7 +85,7 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 ) -> tile::Result<LinearTile> {
     few_rows_or_not::<T, B>(on, ("linear_residual", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_residual(on, (x, w, b), residual, y),
-        Family::SplitK => gemv::run_split_k_residual(on, (x, w, b), residual, y),
+        Family::SplitK => split_k::run_residual(on, (x, w, b), residual, y),
         Family::TensorCores => linear_residual::run(on, x, w, b, residual, y),
     })
 }
@@ -96,7 +96,7 @@ pub fn run_linear_residual<T: Element, B: Backend>(
 /// the caller holds, so that a pass allocates and clears nothing), then
 /// [`linear`]'s tuned tile; or, up to [`gemv::MAX_ROWS`] rows,
 /// [`gemv::gemv_layer_norm`] (the LayerNorm folded into the product, one
-/// launch), or the LayerNorm kernel then [`gemv::linear_split_k`], where
+/// launch), or the LayerNorm kernel then [`split_k::linear_split_k`], where
 /// the tuner finds it faster. Returns the product's configuration.
 pub fn run_layer_norm_linear<T: Element, B: Backend>(
     on: &B,
@@ -111,7 +111,7 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
         Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
         Family::SplitK => {
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
-            gemv::run_split_k(on, (normed, w, b), y, gelu)
+            split_k::run(on, (normed, w, b), y, gelu)
         }
         Family::TensorCores => {
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
