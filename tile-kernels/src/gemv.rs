@@ -19,7 +19,7 @@
 //! 4 rows the tensor cores split along K ([`crate::split_k`]) are often
 //! faster: each weight is multiplied as many times as there are rows.
 
-use crate::matmul::LinearOperands;
+use crate::linear::LinearOperands;
 use tile::autotune::{size_class, tune_cold};
 use tile::{Backend, Element, KernelSpec, TensorView, Tuned};
 

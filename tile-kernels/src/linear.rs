@@ -8,9 +8,15 @@
 //! GPT uses, and is the faster of the two on large layers (BENCHMARKS.md);
 //! the GPT runs these where an f32 model is asked not to use tf32.
 
-use crate::matmul::LinearOperands;
 use crate::shapes::dims;
 use tile::{Backend, Element, TensorView};
+
+/// `(x, w, b)` of a linear layer on backend `B`.
+pub type LinearOperands<'a, B, T> = (
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+    &'a <B as Backend>::Tensor<T>,
+);
 
 /// `y = x @ w^T + b`, then GELU (tanh form) when `gelu` is 1.
 /// Grid: `(cdiv(N, BN), cdiv(M, BM))`.

@@ -13,16 +13,10 @@
 //! [`crate::gemv`]'s kernels: the CUDA cores', and the tensor cores' split
 //! along K over a cluster.
 
+use crate::linear::LinearOperands;
 use crate::norm::LayerNormOperands;
 use crate::{gemv, split_k};
 use tile::{Backend, Element, TensorView, Tuned};
-
-/// `(x, w, b)` of a linear layer on backend `B`.
-pub type LinearOperands<'a, B, T> = (
-    &'a <B as Backend>::Tensor<T>,
-    &'a <B as Backend>::Tensor<T>,
-    &'a <B as Backend>::Tensor<T>,
-);
 
 /// `c = a @ b` with the configuration tuned for this problem class; returns it.
 pub fn run<T: Element, B: Backend>(

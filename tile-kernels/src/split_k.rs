@@ -13,7 +13,7 @@
 //! [`crate::matmul::run_linear`].
 
 use crate::gemv::tuned_cold;
-use crate::matmul::LinearOperands;
+use crate::linear::LinearOperands;
 use tile::{Backend, Element, Tuned};
 
 /// `y = x @ w^T + b`, then tanh-GELU when `gelu` is 1, on the tensor
