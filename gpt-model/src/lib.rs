@@ -46,6 +46,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod parallel;
 pub mod sample;
+pub mod shard;
 pub mod tokenizer;
 
 pub use checkpoint::{Checkpoint, DEFAULT_MODEL};
@@ -54,6 +55,7 @@ pub use error::{GptError, Result};
 pub use generate::{Output, Request, Stop, generate};
 pub use kv_cache::{Feed, KvCache};
 pub use model::{Float, Gpt};
-pub use parallel::{Collective, Shard, ShardedCache, TensorParallel};
+pub use parallel::{Collective, ShardedCache, TensorParallel};
 pub use sample::{Draw, Sampler, Sampling};
+pub use shard::Shard;
 pub use tokenizer::{TextStream, Tokenizer};

@@ -19,7 +19,7 @@ use crate::activations::Activations;
 use crate::checkpoint::Checkpoint;
 use crate::config::Config;
 use crate::kv_cache::{Feed, KvCache, Pick};
-use crate::parallel::{AllReduce, Shard};
+use crate::shard::{AllReduce, Shard};
 use crate::{GptError, Result};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
