@@ -103,13 +103,12 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
     let (x, ln_w, ln_b, eps) = norm;
     few_rows_or_not::<T, B>(on, ("layer_norm_linear", x, w), y, |family, w, y| match family {
         Family::Gemv => gemv::run_layer_norm(on, (x, ln_w, eps), (w, fold), y, gelu),
-        Family::SplitK => {
+        product => {
             crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
-            split_k::run(on, (normed, w, b), y, gelu)
-        }
-        Family::TensorCores => {
-            crate::norm::run_layer_norm(on, x, ln_w, ln_b, normed, eps)?;
-            linear::run(on, normed, w, b, y, gelu as i32)
+            match product {
+                Family::SplitK => split_k::run(on, (normed, w, b), y, gelu),
+                _ => linear::run(on, normed, w, b, y, gelu as i32),
+            }
         }
     })
 }
@@ -120,9 +119,9 @@ pub fn run_layer_norm_linear<T: Element, B: Backend>(
 /// `layer` (the name it is tuned under) with weights `w: [N, K]`, timed
 /// with the weights cold (spares of `w`'s shape, which `run` takes in its
 /// place), as a decode step reads them. The key names the families, so
-/// a build that offers another tunes again. The tensor cores come first, which the CPU runs
-/// untimed: their CPU version's large tiles run faster there than
-/// `gemv`'s.
+/// a build that offers another tunes again. The tensor cores come first,
+/// which the CPU runs untimed: their CPU version's large tiles run faster
+/// there than `gemv`'s.
 fn few_rows_or_not<T: Element, B: Backend>(
     on: &B,
     (layer, x, w): (&str, &B::Tensor<T>, &B::Tensor<T>),
