@@ -11,7 +11,7 @@ use common::harness::{self, Test};
 use common::*;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tile::{Cpu, Device, HostTensor, Stream, bf16, f16};
+use tile::{Cpu, Device, HostTensor, Stream, Tensor, bf16, f16};
 use tile_kernels::{argmax, attention, elementwise, embedding, gemv, linear, norm, scan, softmax, split_k, topk};
 
 /// Row shapes: ragged columns, one row, one column, GPT-2 width.
@@ -521,55 +521,86 @@ fn linear_matches_cpu_reference(d: Arc<Device>) {
     }
 }
 
-/// Linear layers of few rows (`gemv`, and split-K on the tensor cores):
-/// every configuration, with and without GELU, and with the residual,
-/// against the f64 reference on the operands as `T` holds them; then the
-/// tuned entry points, which send such a layer to one of them.
-fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
+/// A few-row linear layer's operands rounded to `T` (`x: [m, k]`,
+/// `w: [n, k]`, `b: [n]`, a residual `r: [m, n]`): their values, their
+/// copies on the GPU, and the f64 references without GELU, with and
+/// without the residual.
+struct FewRows<T: Num> {
+    mnk: (usize, usize, usize),
+    x: Vec<f64>,
+    w: Vec<f64>,
+    b: Vec<f64>,
+    xd: Tensor<T>,
+    wd: Tensor<T>,
+    bd: Tensor<T>,
+    rd: Tensor<T>,
+    plain: Vec<f64>,
+    with_residual: Vec<f64>,
+}
+
+impl<T: Num> FewRows<T> {
+    fn new(s: &Stream, rng: &mut Rng, (m, n, k): (usize, usize, usize)) -> Self {
+        let x = rounded::<T>(&rng.normals(m * k, 1.0));
+        let w = rounded::<T>(&rng.normals(n * k, 0.3));
+        let b = rounded::<T>(&rng.normals(n, 1.0));
+        let r = rounded::<T>(&rng.normals(m * n, 1.0));
+        let plain = linear_ref(&x, &w, &b, m, n, k, false);
+        let with_residual = plain.iter().zip(&r).map(|(y, r)| y + r).collect();
+        FewRows {
+            mnk: (m, n, k),
+            xd: s.upload(&host::<T>(&x, &[m, k])).unwrap(),
+            wd: s.upload(&host::<T>(&w, &[n, k])).unwrap(),
+            bd: s.upload(&host::<T>(&b, &[n])).unwrap(),
+            rd: s.upload(&host::<T>(&r, &[m, n])).unwrap(),
+            x,
+            w,
+            b,
+            plain,
+            with_residual,
+        }
+    }
+
+    /// The reference of `y = x @ w^T + b`, then GELU if `gelu` is 1.
+    fn want(&self, gelu: i32) -> Vec<f64> {
+        let (m, n, k) = self.mnk;
+        linear_ref(&self.x, &self.w, &self.b, m, n, k, gelu == 1)
+    }
+}
+
+/// Few-row shapes: one element; GPT-2's; ragged N and K (K past one `BK`,
+/// and not a multiple of a vector); the most rows the few-row kernels take.
+const FEW_ROW_SHAPES: [(usize, usize, usize); 6] = [
+    (1, 1, 1),
+    (1, 768, 768),
+    (4, 2304, 768),
+    (3, 77, 1000),
+    (16, 130, 3077),
+    (5, 50257, 64),
+];
+
+/// Linear layers of few rows on the CUDA cores (`gemv`): every
+/// configuration, with and without GELU, with the residual, and with a
+/// LayerNorm folded in, against the f64 reference on the operands as `T`
+/// holds them; then the tuned entry points, which send such a layer to
+/// `gemv`, split-K or the tensor-core kernel.
+fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, shape: (usize, usize, usize)) {
     use tile_kernels::matmul;
-    let (x, w, b, r) = (
-        rng.normals(m * k, 1.0),
-        rng.normals(n * k, 0.3),
-        rng.normals(n, 1.0),
-        rng.normals(m * n, 1.0),
-    );
-    let (x, w, b, r) = (rounded::<T>(&x), rounded::<T>(&w), rounded::<T>(&b), rounded::<T>(&r));
-    let (xd, wd, bd, rd) = (
-        s.upload(&host::<T>(&x, &[m, k])).unwrap(),
-        s.upload(&host::<T>(&w, &[n, k])).unwrap(),
-        s.upload(&host::<T>(&b, &[n])).unwrap(),
-        s.upload(&host::<T>(&r, &[m, n])).unwrap(),
-    );
-    let plain = linear_ref(&x, &w, &b, m, n, k, false);
-    let with_residual: Vec<f64> = plain.iter().zip(&r).map(|(y, r)| y + r).collect();
+    let ops = &FewRows::<T>::new(s, rng, shape);
+    let FewRows { xd, wd, bd, rd, .. } = ops;
+    let ((m, n, k), (x, w, b)) = (ops.mnk, (&ops.x, &ops.w, &ops.b));
+    let (plain, with_residual) = (&ops.plain, &ops.with_residual);
     let tol = T::TOL.max(1e-5);
     for tile in gemv::gemv::KERNEL.candidates(&[T::DTYPE], false) {
         for gelu in [0, 1] {
             let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-            gemv::gemv::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
-            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
+            gemv::gemv::run_with(s, tile, xd, wd, bd, &mut yd, gelu).unwrap();
             let what = format!("gemv {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
-            assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol);
+            assert_close(&what, &values(&s.download(&yd).unwrap()), &ops.want(gelu), tol);
         }
         let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        gemv::gemv_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
+        gemv::gemv_residual::run_with(s, tile, xd, wd, bd, rd, &mut yd).unwrap();
         let what = format!("gemv_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
-        assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tol);
-    }
-    // On the tensor cores, split along K over a cluster (f32 through tf32).
-    let tc_tol = if T::DTYPE == tile::DType::F32 { 2e-3 } else { tol };
-    for tile in split_k::linear_split_k::KERNEL.candidates(&[T::DTYPE], false) {
-        for gelu in [0, 1] {
-            let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-            split_k::linear_split_k::run_with(s, tile, &xd, &wd, &bd, &mut yd, gelu).unwrap();
-            let want = linear_ref(&x, &w, &b, m, n, k, gelu == 1);
-            let what = format!("linear_split_k {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
-            assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tc_tol);
-        }
-        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-        split_k::linear_split_k_residual::run_with(s, tile, &xd, &wd, &bd, &rd, &mut yd).unwrap();
-        let what = format!("linear_split_k_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
-        assert_close(&what, &values(&s.download(&yd).unwrap()), &with_residual, tc_tol);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), with_residual, tol);
     }
     // With a LayerNorm folded into the product, on rows offset from 0
     // (its statistics are of the values less the row's first).
@@ -586,13 +617,13 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         s.upload(&host::<T>(&ln_b, &[k])).unwrap(),
     );
     let norm = (&ln.0, &ln.1, &ln.2, eps as f32);
-    let fold = gemv::NormFold::new(s, (&ln.1, &ln.2), (&wd, &bd)).unwrap();
+    let fold = gemv::NormFold::new(s, (&ln.1, &ln.2), (wd, bd)).unwrap();
     for tile in gemv::gemv_layer_norm::KERNEL.candidates(&[T::DTYPE], false) {
         for gelu in [0, 1] {
             let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
             let (scale, shift) = (&fold.scale, &fold.shift);
-            gemv::gemv_layer_norm::run_with(s, tile, norm.0, norm.1, &wd, scale, shift, &mut yd, gelu, norm.3).unwrap();
-            let want = linear_ref(&h, &w, &b, m, n, k, gelu == 1);
+            gemv::gemv_layer_norm::run_with(s, tile, norm.0, norm.1, wd, scale, shift, &mut yd, gelu, norm.3).unwrap();
+            let want = linear_ref(&h, w, b, m, n, k, gelu == 1);
             let what = format!("gemv_layer_norm {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
             assert_close(&what, &values(&s.download(&yd).unwrap()), &want, tol.max(T::TOL));
         }
@@ -603,30 +634,23 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
         matmul::LinearTile::Gemv(_) => tol,
     };
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-    let tuned = matmul::run_linear(s, &xd, &wd, &bd, &mut yd, false).unwrap();
+    let tuned = matmul::run_linear(s, xd, wd, bd, &mut yd, false).unwrap();
     let what = format!("run_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
-    assert_close(&what, &values(&s.download(&yd).unwrap()), &plain, tuned_tol(tuned));
+    assert_close(&what, &values(&s.download(&yd).unwrap()), plain, tuned_tol(tuned));
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-    let tuned = matmul::run_linear_residual(s, (&xd, &wd, &bd), &rd, &mut yd).unwrap();
+    let tuned = matmul::run_linear_residual(s, (xd, wd, bd), rd, &mut yd).unwrap();
     let what = format!("run_linear_residual {} {m}x{n}x{k} ({tuned})", T::DTYPE);
     assert_close(
         &what,
         &values(&s.download(&yd).unwrap()),
-        &with_residual,
+        with_residual,
         tuned_tol(tuned),
     );
     let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
-    let tuned = matmul::run_layer_norm_linear(
-        s,
-        norm,
-        (&wd, &bd, &fold),
-        &mut yd,
-        true,
-        &mut s.zeros(&[m, k]).unwrap(),
-    )
-    .unwrap();
+    let tuned =
+        matmul::run_layer_norm_linear(s, norm, (wd, bd, &fold), &mut yd, true, &mut s.zeros(&[m, k]).unwrap()).unwrap();
     let what = format!("run_layer_norm_linear {} {m}x{n}x{k} ({tuned})", T::DTYPE);
-    let want = linear_ref(&h, &w, &b, m, n, k, true);
+    let want = linear_ref(&h, w, b, m, n, k, true);
     assert_close(
         &what,
         &values(&s.download(&yd).unwrap()),
@@ -635,23 +659,46 @@ fn gemv_case<T: Num>(s: &Stream, rng: &mut Rng, m: usize, n: usize, k: usize) {
     );
 }
 
+/// Few-row linear layers on the tensor cores split along K over a
+/// cluster (`split_k`; f32 through tf32): every configuration, with and
+/// without GELU, and with the residual, against the f64 reference. A test
+/// of its own, short enough for compute-sanitizer.
+fn split_k_case<T: Num>(s: &Stream, rng: &mut Rng, shape: (usize, usize, usize)) {
+    let ops = &FewRows::<T>::new(s, rng, shape);
+    let FewRows { xd, wd, bd, rd, .. } = ops;
+    let (m, n, k) = ops.mnk;
+    let tol = if T::DTYPE == tile::DType::F32 { 2e-3 } else { T::TOL };
+    for tile in split_k::linear_split_k::KERNEL.candidates(&[T::DTYPE], false) {
+        for gelu in [0, 1] {
+            let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+            split_k::linear_split_k::run_with(s, tile, xd, wd, bd, &mut yd, gelu).unwrap();
+            let what = format!("linear_split_k {} {m}x{n}x{k} gelu={gelu} {tile}", T::DTYPE);
+            assert_close(&what, &values(&s.download(&yd).unwrap()), &ops.want(gelu), tol);
+        }
+        let mut yd = s.upload(&poisoned::<T>(&[m, n])).unwrap();
+        split_k::linear_split_k_residual::run_with(s, tile, xd, wd, bd, rd, &mut yd).unwrap();
+        let what = format!("linear_split_k_residual {} {m}x{n}x{k} {tile}", T::DTYPE);
+        assert_close(&what, &values(&s.download(&yd).unwrap()), &ops.with_residual, tol);
+    }
+}
+
 fn gemv_matches_f64_reference(d: Arc<Device>) {
     let s = d.stream();
     let mut rng = Rng::new(29);
-    // One element; GPT-2's shapes; ragged N and K (K past one `BK`, and
-    // not a multiple of a vector); the most rows gemv takes.
-    let shapes = [
-        (1, 1, 1),
-        (1, 768, 768),
-        (4, 2304, 768),
-        (3, 77, 1000),
-        (16, 130, 3077),
-        (5, 50257, 64),
-    ];
-    for (m, n, k) in shapes {
-        gemv_case::<f32>(&s, &mut rng, m, n, k);
-        gemv_case::<bf16>(&s, &mut rng, m, n, k);
-        gemv_case::<f16>(&s, &mut rng, m, n, k);
+    for shape in FEW_ROW_SHAPES {
+        gemv_case::<f32>(&s, &mut rng, shape);
+        gemv_case::<bf16>(&s, &mut rng, shape);
+        gemv_case::<f16>(&s, &mut rng, shape);
+    }
+}
+
+fn split_k_matches_f64_reference(d: Arc<Device>) {
+    let s = d.stream();
+    let mut rng = Rng::new(30);
+    for shape in FEW_ROW_SHAPES {
+        split_k_case::<f32>(&s, &mut rng, shape);
+        split_k_case::<bf16>(&s, &mut rng, shape);
+        split_k_case::<f16>(&s, &mut rng, shape);
     }
 }
 
@@ -1227,6 +1274,7 @@ fn main() -> ExitCode {
         ),
         Test::gpu("linear_matches_cpu_reference", linear_matches_cpu_reference),
         Test::gpu("gemv_matches_f64_reference", gemv_matches_f64_reference),
+        Test::gpu("split_k_matches_f64_reference", split_k_matches_f64_reference),
         Test::gpu("attention_matches_f64_reference", attention_matches_f64_reference),
         Test::gpu(
             "matmul_on_tensor_cores_matches_cpu_reference",
