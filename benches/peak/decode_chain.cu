@@ -1,0 +1,493 @@
+// The ceiling of a batch-1 decode step's linear layers when DRAM is kept
+// busy across their dependencies: GPT-2's chain of few-row products (per
+// layer K->N: C->3C, C->C, C->4C, 4C->C; bf16; each product reading the
+// whole output of the one before), at gpt2-xl's shape (C = 1600, 48 layers,
+// 2.95 GB of distinct weights) and GPT-2 124M's (C = 768, 12 layers).
+//
+// As one kernel a product (what tile runs), DRAM idles through each
+// kernel's start, first loads and tail; dependent launches and prefetches
+// overlap only a little of that (bench-results/LOG.md, 2026-11-27 and -28:
+// such chains reach 37-45% of the bound). Here one persistent kernel, one
+// block an SM, streams the SM's rows of every product's weights, product
+// after product, through a ring of shared-memory stages (bulk copies,
+// mbarriers, one producer thread) that never waits for activations: the
+// weights are no product's output. Its consumer warps wait only where the
+// math does: before product p they wait for every block to be done with
+// p - 1 (a count of blocks, release add, acquire poll), then multiply the
+// stages that are already there. The weights of the next products arrive
+// while the consumers wait, so the chain's latencies (about 2 us a
+// product: the poll, x from L2, the sums, the count) add up only where
+// they exceed the bytes' time.
+//
+// Prediction: gpt2-xl 192 x ~2 us = ~400 us of latency under 700 us of
+// bytes, so bandwidth-bound: 70-85% of the bound (the chains: 37-45%);
+// GPT-2 124M 48 x ~2 us = ~100 us over ~40 us of bytes: latency-bound,
+// 35-50%. Where "coupled" (the producer waits for the product before, as a
+// persistent kernel that does not run ahead) is as fast as "ahead", the
+// ring is not what wins; "independent" (no waits: wrong results, the
+// ring's own ceiling) bounds both, and "waits and counts only" (no
+// weights) is the chain of latencies alone.
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
+//
+// Every mode's output after one step is checked against a CPU reference
+// (f32 sums, bf16 outputs) with the intermediates poisoned first; a poll
+// that spins for seconds traps instead of hanging.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(x)                                                                               \
+    do {                                                                                    \
+        cudaError_t e = (x);                                                                \
+        if (e) {                                                                            \
+            printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));               \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+typedef __nv_bfloat16 bf;
+
+// ---------------------------------------------------------------- common
+
+__device__ __forceinline__ float dot8(uint4 a, uint4 b) {
+    const __nv_bfloat162* x = (const __nv_bfloat162*)&a;
+    const __nv_bfloat162* y = (const __nv_bfloat162*)&b;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 p = __bfloat1622float2(x[j]), q = __bfloat1622float2(y[j]);
+        s += p.x * q.x + p.y * q.y;
+    }
+    return s;
+}
+
+// What every product's output is made of, on the GPU and the CPU: keeps the
+// chain's values bounded.
+__host__ __device__ __forceinline__ float epilogue(float acc) { return acc * 0.02f + 0.01f; }
+
+// ----------------------------------------------- the chain: a kernel a product
+
+enum { PDL = 1, OWN = 2 };
+
+// A warp per R rows, each lane 16-byte pieces of them; weights prefetched
+// into L2 before the wait for the previous kernel (OWN), as tile's gemv does.
+template <int K, int R, int MODE>
+__global__ void __launch_bounds__(128) gemv(const bf* __restrict__ x, const bf* __restrict__ w, bf* __restrict__ y,
+                                            int N) {
+    constexpr int P = K / 8, PC = P < 200 ? P : 200, J = (PC + 31) / 32;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int n0 = (blockIdx.x * 4 + warp) * R;
+    if (MODE & OWN) {
+        for (int r = 0; r < R; r++)
+            for (int l = lane; l < K * 2 / 128; l += 32)
+                if (n0 + r < N)
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)(w + (size_t)(n0 + r) * K) + l * 128));
+    }
+    if (MODE & PDL) {
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;");
+    }
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+#pragma unroll 1
+    for (int c = 0; c < P; c += PC) {
+        uint4 ws[R][J];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                int p = c + lane + 32 * j;
+                ws[r][j] = p < c + PC && p < P && n0 + r < N ? __ldcs((const uint4*)(w + (size_t)(n0 + r) * K) + p)
+                                                              : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            int p = c + lane + 32 * j;
+            uint4 xs = p < c + PC && p < P ? __ldcg((const uint4*)x + p) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] += dot8(ws[r][j], xs);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float a = acc[r];
+        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+        if (lane == 0 && n0 + r < N) y[n0 + r] = __float2bfloat16(epilogue(a));
+    }
+}
+
+template <int K, int R>
+void launch_gemv(cudaStream_t s, int mode, const bf* x, const bf* w, bf* y, int N) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((N + 4 * R - 1) / (4 * R));
+    cfg.blockDim = dim3(128);
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = (mode & PDL) != 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (mode & OWN)
+        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | OWN>, x, w, y, N));
+    else if (mode & PDL)
+        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL>, x, w, y, N));
+    else
+        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, 0>, x, w, y, N));
+}
+
+// ------------------------------------------- the persistent kernel and its ring
+
+struct Product {
+    const bf* w;  // [n, k], row-major
+    const bf* x;  // [k]
+    bf* y;        // [n]
+    int n, k;
+};
+constexpr int MAX_PRODUCTS = 192;
+constexpr int MAX_ROWS = 128;  // of one product, one block (at most 32 C)
+__constant__ Product products[MAX_PRODUCTS];
+
+enum Run { AHEAD = 0, COUPLED = 1, INDEPENDENT = 2, SYNC_ONLY = 3 };
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void bar_consumers(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
+// Until `*count` reaches `target`: an acquire poll, trapping after seconds
+// (a lost count must not hang the machine).
+__device__ __forceinline__ void wait_count(const unsigned* count, unsigned target) {
+    for (long long spins = 0;; spins++) {
+        unsigned v;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+        if (v >= target) return;
+        if (spins > (1ll << 24)) asm volatile("trap;");
+    }
+}
+
+// Block b takes rows [n b / G, n (b + 1) / G) of every product: one
+// contiguous range of the row-major weights, streamed in stages of
+// `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them). Consumer
+// warp w multiplies row w / (C / SR) of a stage, its (w % (C / SR))-th
+// part of the row's 16-byte pieces, against the same pieces of x, held in
+// registers for the whole product.
+template <int C>
+__global__ void __launch_bounds__(32 * (C + 1), 1)
+    persistent(int count, int stage_bytes, int stages, unsigned* ready, int run) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned full = base + stages * stage_bytes, empty = full + 8 * stages;
+    float* sums = (float*)(smem + stages * stage_bytes + 16 * stages);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, C);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if (threadIdx.x < MAX_ROWS) sums[threadIdx.x] = 0.f;
+    __syncthreads();
+
+    if (warp == C) {  // the producer
+        if (lane == 0 && run != SYNC_ONLY) {
+            unsigned i = 0;
+            for (int p = 0; p < count; p++) {
+                const Product q = products[p];
+                if (run == COUPLED && p > 0) wait_count(ready + p - 1, G);
+                const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, row = 2 * q.k, sr = stage_bytes / row;
+                for (int r = r0; r < r1; r += sr, i++) {
+                    const int s = i % stages;
+                    if (i >= (unsigned)stages) mbar_wait(empty + 8 * s, ((i / stages) & 1) ^ 1);
+                    const unsigned bytes = min(sr, r1 - r) * row;
+                    mbar_expect(full + 8 * s, bytes);
+                    bulk_copy(base + s * stage_bytes, (const char*)q.w + (size_t)r * row, bytes, full + 8 * s);
+                }
+            }
+        }
+        return;
+    }
+
+    unsigned i = 0;
+    for (int p = 0; p < count; p++) {
+        const Product q = products[p];
+        const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, P = q.k / 8, sr = stage_bytes / (2 * q.k);
+        const int parts = C / sr, per = P / parts, mine = warp / parts, first = (warp % parts) * per;
+        if (p > 0 && run != INDEPENDENT) {
+            if (threadIdx.x == 0) wait_count(ready + p - 1, G);
+            bar_consumers(32 * C);
+        }
+        uint4 xs[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            xs[j] = lane + 32 * j < per ? __ldcg((const uint4*)q.x + first + lane + 32 * j) : make_uint4(0, 0, 0, 0);
+        for (int r = r0; r < r1 && run != SYNC_ONLY; r += sr, i++) {
+            const int s = i % stages;
+            mbar_wait(full + 8 * s, (i / stages) & 1);
+            if (mine < min(sr, r1 - r)) {
+                const uint4* piece = (const uint4*)(smem + s * stage_bytes) + mine * P + first;
+                float a = 0.f;
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (lane + 32 * j < per) a += dot8(piece[lane + 32 * j], xs[j]);
+                for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+                if (lane == 0) atomicAdd(&sums[r - r0 + mine], a);
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty + 8 * s);
+        }
+        bar_consumers(32 * C);
+        const int t = threadIdx.x;
+        if (t < r1 - r0) {
+            q.y[r0 + t] = __float2bfloat16(epilogue(sums[t]));
+            sums[t] = 0.f;
+            __threadfence();
+        }
+        bar_consumers(32 * C);
+        if (t == 0) {
+            __threadfence();
+            const unsigned before = atomicAdd(ready + p, 1u);
+            // The last block done with the last product: every block is past
+            // every wait, so the counts start again at 0 for the next step.
+            if (p == count - 1 && before == (unsigned)G - 1)
+                for (int j = 0; j < count; j++) atomicExch(ready + j, 0u);
+        }
+    }
+}
+
+// ------------------------------------------------------------------- host
+
+struct Model {
+    const char* name;
+    int c, layers, stage_bytes;
+};
+
+static float bf2f(bf v) { return __bfloat162float(v); }
+
+int main(int argc, char** argv) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+
+    // Copy bandwidth (read + write) of a 1 GiB device copy.
+    void *src, *dst;
+    const size_t cb = 1u << 30;
+    CK(cudaMalloc(&src, cb));
+    CK(cudaMalloc(&dst, cb));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    float best_copy = 1e9;
+    for (int r = 0; r < 10; r++) {
+        cudaEventRecord(e0, s);
+        cudaMemcpyAsync(dst, src, cb, cudaMemcpyDeviceToDevice, s);
+        cudaEventRecord(e1, s);
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        best_copy = std::min(best_copy, ms);
+    }
+    CK(cudaFree(src));
+    CK(cudaFree(dst));
+    const double copy_bw = 2.0 * cb / (best_copy * 1e-3);
+    printf("%s, %d SMs, L2 %d MB, copy %.0f GB/s\n", prop.name, sms, prop.l2CacheSize >> 20, copy_bw / 1e9);
+
+    const Model models[] = {{"gpt2-xl", 1600, 48, 12800}, {"gpt2", 768, 12, 12288}};
+    for (const Model& m : models) {
+        if (argc > 1 && strcmp(argv[1], m.name)) continue;
+        const int C = m.c, kinds[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};  // {K, N}
+        const int count = 4 * m.layers;
+
+        // Weights: one pattern, a copy per product (distinct bytes in DRAM).
+        std::vector<bf> h((size_t)4 * C * C);
+        for (size_t j = 0; j < h.size(); j++) h[j] = __float2bfloat16(((j * 2654435761u) % 1000) / 1000.f - 0.5f);
+        std::vector<bf*> ws;
+        size_t bytes = 0;
+        for (int p = 0; p < count; p++) {
+            const size_t n = (size_t)kinds[p % 4][0] * kinds[p % 4][1];
+            bf* w;
+            CK(cudaMalloc(&w, n * 2));
+            CK(cudaMemcpy(w, h.data(), n * 2, cudaMemcpyHostToDevice));
+            ws.push_back(w);
+            bytes += n * 2;
+        }
+        bf *a, *qkv, *bb, *cc;
+        for (bf** p : {&a, &qkv, &bb, &cc}) CK(cudaMalloc(p, 4 * C * 2));
+        bf* ins[4] = {a, qkv, bb, cc};
+        bf* outs[4] = {qkv, bb, cc, a};
+
+        // The CPU reference of one step, from x = 0.1: each buffer's last value.
+        std::vector<std::vector<float>> want(4);
+        {
+            std::vector<float> hf(h.size());
+            for (size_t j = 0; j < h.size(); j++) hf[j] = bf2f(h[j]);
+            std::vector<float> x(C, bf2f(__float2bfloat16(0.1f)));
+            for (int p = 0; p < count; p++) {
+                const int K = kinds[p % 4][0], N = kinds[p % 4][1];
+                std::vector<float> y(N);
+                for (int n = 0; n < N; n++) {
+                    float acc = 0.f;
+                    const float* row = &hf[(size_t)n * K];
+                    for (int k = 0; k < K; k++) acc += x[k] * row[k];
+                    y[n] = bf2f(__float2bfloat16(epilogue(acc)));
+                }
+                want[p % 4] = y;
+                x = y;
+            }
+        }
+        const std::vector<bf> x0(4 * C, __float2bfloat16(0.1f)), poison(4 * C, __ushort_as_bfloat16(0x7fc0));
+
+        unsigned* ready;
+        CK(cudaMalloc(&ready, MAX_PRODUCTS * 4));
+        CK(cudaMemset(ready, 0, MAX_PRODUCTS * 4));
+        std::vector<Product> table;
+        for (int p = 0; p < count; p++)
+            table.push_back({ws[p], ins[p % 4], outs[p % 4], kinds[p % 4][1], kinds[p % 4][0]});
+        CK(cudaMemcpyToSymbol(products, table.data(), table.size() * sizeof(Product)));
+        for (const void* k : {(const void*)persistent<8>, (const void*)persistent<16>})
+            CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    16 * m.stage_bytes + 16 * 16 + 4 * MAX_ROWS));
+        const double bound_us = bytes / copy_bw * 1e6;
+        printf("\n%s: %d products, weights %.1f MB, bound %.1f us\n", m.name, count, bytes / 1e6, bound_us);
+
+        // One step of the chain of kernels, in the stream.
+        auto chain = [&](int mode) {
+            for (int p = 0; p < count; p++) {
+                const Product& q = table[p];
+                if (q.k == C && C == 1600)
+                    launch_gemv<1600, 2>(s, mode, q.x, q.w, q.y, q.n);
+                else if (q.k == C)
+                    launch_gemv<768, 2>(s, mode, q.x, q.w, q.y, q.n);
+                else if (C == 1600)
+                    launch_gemv<6400, 1>(s, mode, q.x, q.w, q.y, q.n);
+                else
+                    launch_gemv<3072, 1>(s, mode, q.x, q.w, q.y, q.n);
+            }
+        };
+        // One step of the persistent kernel, or an error where it cannot run.
+        auto persistent_step = [&](int consumers, int stages, int run) -> cudaError_t {
+            const int smem = stages * m.stage_bytes + 16 * stages + 4 * MAX_ROWS;
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(sms);
+            cfg.blockDim = dim3(32 * (consumers + 1));
+            cfg.dynamicSmemBytes = smem;
+            cfg.stream = s;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeCooperative;  // every block resident, or an error
+            attr[0].val.cooperative = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            if (consumers == 8)
+                return cudaLaunchKernelEx(&cfg, persistent<8>, count, m.stage_bytes, stages, ready, run);
+            return cudaLaunchKernelEx(&cfg, persistent<16>, count, m.stage_bytes, stages, ready, run);
+        };
+
+        struct Case {
+            const char* name;
+            int chain_mode;  // -1: the persistent kernel
+            int consumers, stages, run;
+        };
+        const Case cases[] = {
+            {"chain, dependent launch, own rows prefetched (as tile)", PDL | OWN, 0, 0, 0},
+            {"chain, no dependent launch", 0, 0, 0, 0},
+            {"persistent, ring runs ahead, 8 consumer warps, 16 stages", -1, 8, 16, AHEAD},
+            {"persistent, ring runs ahead, 16 consumer warps, 16 stages", -1, 16, 16, AHEAD},
+            {"persistent, ring runs ahead, 8 consumer warps, 8 stages", -1, 8, 8, AHEAD},
+            {"persistent, ring runs ahead, 8 consumer warps, 4 stages", -1, 8, 4, AHEAD},
+            {"persistent, coupled (producer waits too), 8 warps, 16 stages", -1, 8, 16, COUPLED},
+            {"persistent, independent (no waits: ring ceiling), 8 warps, 16", -1, 8, 16, INDEPENDENT},
+            {"persistent, waits and counts only (no weights: sync chain)", -1, 8, 16, SYNC_ONLY},
+        };
+        for (int round = 0; round < 2; round++)
+            for (const Case& c : cases) {
+                // Check one step from x = 0.1 with the intermediates poisoned.
+                CK(cudaMemcpy(a, x0.data(), 4 * C * 2, cudaMemcpyHostToDevice));
+                for (bf* p : {qkv, bb, cc}) CK(cudaMemcpy(p, poison.data(), 4 * C * 2, cudaMemcpyHostToDevice));
+                cudaGraphExec_t ex = nullptr;
+                if (c.chain_mode >= 0) {
+                    cudaGraph_t g;
+                    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+                    chain(c.chain_mode);
+                    CK(cudaStreamEndCapture(s, &g));
+                    CK(cudaGraphInstantiate(&ex, g, 0));
+                    CK(cudaGraphDestroy(g));
+                    CK(cudaGraphLaunch(ex, s));
+                } else {
+                    cudaError_t e = persistent_step(c.consumers, c.stages, c.run);
+                    if (e) {
+                        printf("round %d: %-64s n/a (%s)\n", round, c.name, cudaGetErrorString(e));
+                        cudaGetLastError();
+                        continue;
+                    }
+                }
+                CK(cudaStreamSynchronize(s));
+                double err = 0, norm = 0;
+                bool all_written = true;
+                for (int j = 0; j < 4; j++) {
+                    const int n = want[j].size();
+                    std::vector<bf> got(n);
+                    CK(cudaMemcpy(got.data(), outs[j], n * 2, cudaMemcpyDeviceToHost));
+                    for (int i = 0; i < n; i++) {
+                        const float g = bf2f(got[i]);
+                        all_written &= !std::isnan(g);
+                        err += (g - want[j][i]) * (g - want[j][i]);
+                        norm += want[j][i] * want[j][i];
+                    }
+                }
+                const double rel = std::sqrt(err / norm);
+                const char* verdict = c.chain_mode < 0 && c.run >= INDEPENDENT ? "not checked (not the product)"
+                                      : all_written && rel < 1e-2             ? "ok"
+                                                                              : "WRONG";
+                // Time: median of 7 rounds of 10 steps, back to back.
+                std::vector<float> per;
+                for (int rep = 0; rep < 7; rep++) {
+                    cudaEventRecord(e0, s);
+                    for (int t = 0; t < 10; t++) {
+                        if (ex)
+                            CK(cudaGraphLaunch(ex, s));
+                        else
+                            CK(persistent_step(c.consumers, c.stages, c.run));
+                    }
+                    cudaEventRecord(e1, s);
+                    CK(cudaEventSynchronize(e1));
+                    float ms;
+                    cudaEventElapsedTime(&ms, e0, e1);
+                    per.push_back(ms * 100.f);  // us a step
+                }
+                std::sort(per.begin(), per.end());
+                const float us = per[per.size() / 2];
+                printf("round %d: %-64s %8.1f us a step, %5.1f%% of the bound; %s (rel. error %.1e)\n", round,
+                       c.name, us, 100.0 * bound_us / us, verdict, rel);
+                if (ex) CK(cudaGraphExecDestroy(ex));
+            }
+        for (bf* w : ws) CK(cudaFree(w));
+        for (bf* p : {a, qkv, bb, cc}) CK(cudaFree(p));
+        CK(cudaFree(ready));
+    }
+    return 0;
+}
