@@ -258,15 +258,22 @@ fn report<B: tile::Backend>(o: &Output, load: std::time::Duration, ranks: &[B]) 
         ),
         _ => String::new(),
     };
+    // No token asked for: no prefill ran, so there are no rates to give.
+    let timings = if o.prefill.is_zero() {
+        "no prefill or decode step ran".to_string()
+    } else {
+        format!(
+            "first token after {:.1} ms; prefill {:.0} tokens/s; decode {} tokens at {:.1} tokens/s",
+            o.time_to_first_token.as_secs_f64() * 1e3,
+            per_second(o.prompt_tokens, o.prefill),
+            o.decode_tokens,
+            per_second(o.decode_tokens, o.decode),
+        )
+    };
     eprintln!(
-        "\n[load {:.2} s; {} prompt tokens; first token after {:.1} ms; prefill {:.0} tokens/s; \
-         decode {} tokens at {:.1} tokens/s; {generated} tokens generated{memory}; stops {:?}]",
+        "\n[load {:.2} s; {} prompt tokens; {timings}; {generated} tokens generated{memory}; stops {:?}]",
         load.as_secs_f64(),
         o.prompt_tokens,
-        o.time_to_first_token.as_secs_f64() * 1e3,
-        per_second(o.prompt_tokens, o.prefill),
-        o.decode_tokens,
-        per_second(o.decode_tokens, o.decode),
         o.stops,
     );
 }
