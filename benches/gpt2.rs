@@ -18,13 +18,15 @@
 //!   own timing), after one run of the same shape has tuned the kernels;
 //!   steps replayed from a CUDA graph (the default), then launched kernel
 //!   by kernel; and sampled (bf16) on the GPU at temperature 0.8, plain,
-//!   with top-k 50, and with top-k 50 and top-p 0.95.
+//!   with top-k 50, and with top-k 50 and top-p 0.95;
+//! - the host's part of a decode step: the median time `queue_decode`
+//!   takes, with steps queued one ahead as `generate` queues them.
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
 
 use common::{gpu_stream, median_wall_ms, prompts};
-use gpt_model::{Checkpoint, Float, Gpt, Request, Sampling, generate};
+use gpt_model::{Checkpoint, Feed, Float, Gpt, Request, Sampling, generate};
 use std::path::Path;
 use std::time::Instant;
 use tile::{Stream, bf16};
@@ -86,6 +88,34 @@ fn decode_with<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize, sampl
     (rate, out.tokens[0].clone())
 }
 
+/// The host's part of a greedy decode step at `batch`, queued one ahead
+/// as `generate` queues them: median µs of `queue_decode` (the step's
+/// positions written, its graph replayed, its picks' copy queued), and of
+/// a whole step (that, then `next_picks` waiting for the step before).
+fn host_time<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize) -> [f64; 2] {
+    let prompts = vec![PROMPT.to_vec(); batch];
+    let mut cache = model.cache(s, batch, PROMPT.len() + NEW_TOKENS).unwrap();
+    let first: Vec<Option<u32>> = (model.prefill_greedy(s, &mut cache, &prompts).unwrap())
+        .into_iter()
+        .map(|(_, t)| Some(t))
+        .collect();
+    let running = vec![true; batch];
+    model.queue_decode(s, &mut cache, Feed::Tokens(&first), None).unwrap();
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 2..NEW_TOKENS {
+        let t = Instant::now();
+        model.queue_decode(s, &mut cache, Feed::Picks(&running), None).unwrap();
+        times[0].push(t.elapsed().as_secs_f64() * 1e6);
+        model.next_picks(s, &mut cache).unwrap();
+        times[1].push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    model.next_picks(s, &mut cache).unwrap();
+    times.map(|mut us| {
+        us.sort_by(f64::total_cmp);
+        us[us.len() / 2]
+    })
+}
+
 fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
     let loading = Instant::now();
     let model: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();
@@ -123,6 +153,11 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
         if batch == 1 {
             println!("{dtype}: greedy tokens {:?}", &tokens[..16]);
         }
+        let [host, step] = host_time(s, &model, batch);
+        println!(
+            "{dtype}: decode batch {batch}: the host's part of a step {host:.1} µs (queue_decode), \
+             of {step:.1} µs a step"
+        );
         if dtype == "bf16" {
             let plain = Sampling {
                 temperature: 0.8,
