@@ -30,9 +30,10 @@
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
 //
-// Every mode's output after one step is checked against a CPU reference
-// (f32 sums, bf16 outputs) with the intermediates poisoned first; a poll
-// that spins for seconds traps instead of hanging.
+// Each mode that computes the chain (all but "independent" and "waits and
+// counts only") has its output after one step checked against a CPU
+// reference (f32 sums, bf16 outputs), the intermediates poisoned first; a
+// poll that spins for seconds traps instead of hanging.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
