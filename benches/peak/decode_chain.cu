@@ -152,10 +152,9 @@ struct Product {
     int n, k;
 };
 constexpr int MAX_PRODUCTS = 192;
-constexpr int MAX_ROWS = 128;  // of one product, one block (at most 32 C)
 __constant__ Product products[MAX_PRODUCTS];
 
-enum Run { AHEAD = 0, COUPLED = 1, INDEPENDENT = 2, SYNC_ONLY = 3 };
+enum Run { AHEAD = 0, COUPLED = 1, INDEPENDENT = 2, SYNC_ONLY = 3, RING_ONLY = 4 };
 
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
@@ -191,26 +190,27 @@ __device__ __forceinline__ void wait_count(const unsigned* count, unsigned targe
 
 // Block b takes rows [n b / G, n (b + 1) / G) of every product: one
 // contiguous range of the row-major weights, streamed in stages of
-// `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them). Consumer
-// warp w multiplies row w / (C / SR) of a stage, its (w % (C / SR))-th
-// part of the row's 16-byte pieces, against the same pieces of x, held in
-// registers for the whole product.
+// `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them). The
+// consumer warps take a product's stages in turn (warp w its w-th, (w +
+// C)-th, ...), so C stages are multiplied at once; a warp multiplies each
+// row of its stage by the product's x, which the consumers copy from L2
+// into shared memory once the product before is done everywhere, and
+// stores the row's output itself.
 template <int C>
 __global__ void __launch_bounds__(32 * (C + 1), 1)
     persistent(int count, int stage_bytes, int stages, unsigned* ready, int run) {
     extern __shared__ __align__(128) unsigned char smem[];
     const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
     const unsigned full = base + stages * stage_bytes, empty = full + 8 * stages;
-    float* sums = (float*)(smem + stages * stage_bytes + 16 * stages);
+    uint4* xs = (uint4*)(smem + stages * stage_bytes + 16 * stages);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mbar_init(full + 8 * s, 1);
-            mbar_init(empty + 8 * s, C);
+            mbar_init(empty + 8 * s, 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (threadIdx.x < MAX_ROWS) sums[threadIdx.x] = 0.f;
     __syncthreads();
 
     if (warp == C) {  // the producer
@@ -232,41 +232,35 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
         return;
     }
 
-    unsigned i = 0;
+    const int t = threadIdx.x;
+    unsigned i0 = 0;  // the ring index of this product's first stage
     for (int p = 0; p < count; p++) {
         const Product q = products[p];
         const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, P = q.k / 8, sr = stage_bytes / (2 * q.k);
-        const int parts = C / sr, per = P / parts, mine = warp / parts, first = (warp % parts) * per;
-        if (p > 0 && run != INDEPENDENT) {
-            if (threadIdx.x == 0) wait_count(ready + p - 1, G);
-            bar_consumers(32 * C);
-        }
-        uint4 xs[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            xs[j] = lane + 32 * j < per ? __ldcg((const uint4*)q.x + first + lane + 32 * j) : make_uint4(0, 0, 0, 0);
-        for (int r = r0; r < r1 && run != SYNC_ONLY; r += sr, i++) {
-            const int s = i % stages;
+        const int ns = (r1 - r0 + sr - 1) / sr;
+        if (p > 0 && run != INDEPENDENT && run != RING_ONLY && t == 0) wait_count(ready + p - 1, G);
+        bar_consumers(32 * C);
+        for (int j = t; j < P; j += 32 * C) xs[j] = __ldcg((const uint4*)q.x + j);
+        bar_consumers(32 * C);
+        for (int j = warp; j < ns && run != SYNC_ONLY; j += C) {
+            const unsigned i = i0 + j;
+            const int s = i % stages, r = r0 + j * sr;
             mbar_wait(full + 8 * s, (i / stages) & 1);
-            if (mine < min(sr, r1 - r)) {
-                const uint4* piece = (const uint4*)(smem + s * stage_bytes) + mine * P + first;
+            const uint4* stage = (const uint4*)(smem + s * stage_bytes);
+            for (int k = 0; k < min(sr, r1 - r) && run != RING_ONLY; k++) {
                 float a = 0.f;
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    if (lane + 32 * j < per) a += dot8(piece[lane + 32 * j], xs[j]);
+#pragma unroll 4
+                for (int e = lane; e < P; e += 32) a += dot8(stage[k * P + e], xs[e]);
                 for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
-                if (lane == 0) atomicAdd(&sums[r - r0 + mine], a);
+                if (lane == 0) q.y[r + k] = __float2bfloat16(epilogue(a));
             }
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty + 8 * s);
+            if (lane == 0) {
+                mbar_arrive(empty + 8 * s);
+                __threadfence();
+            }
         }
-        bar_consumers(32 * C);
-        const int t = threadIdx.x;
-        if (t < r1 - r0) {
-            q.y[r0 + t] = __float2bfloat16(epilogue(sums[t]));
-            sums[t] = 0.f;
-            __threadfence();
-        }
+        i0 += ns;
         bar_consumers(32 * C);
         if (t == 0) {
             __threadfence();
@@ -370,9 +364,9 @@ int main(int argc, char** argv) {
         for (int p = 0; p < count; p++)
             table.push_back({ws[p], ins[p % 4], outs[p % 4], kinds[p % 4][1], kinds[p % 4][0]});
         CK(cudaMemcpyToSymbol(products, table.data(), table.size() * sizeof(Product)));
-        for (const void* k : {(const void*)persistent<8>, (const void*)persistent<16>})
+        for (const void* k : {(const void*)persistent<4>, (const void*)persistent<8>, (const void*)persistent<16>})
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    16 * m.stage_bytes + 16 * 16 + 4 * MAX_ROWS));
+                                    16 * m.stage_bytes + 16 * 16 + 2 * 4 * C));
         const double bound_us = bytes / copy_bw * 1e6;
         printf("\n%s: %d products, weights %.1f MB, bound %.1f us\n", m.name, count, bytes / 1e6, bound_us);
 
@@ -392,7 +386,10 @@ int main(int argc, char** argv) {
         };
         // One step of the persistent kernel, or an error where it cannot run.
         auto persistent_step = [&](int consumers, int stages, int run) -> cudaError_t {
-            const int smem = stages * m.stage_bytes + 16 * stages + 4 * MAX_ROWS;
+            // A warp's parity wait sees one phase of its stage: with fewer
+            // stages than warps, one would take a stage a phase early.
+            if (stages < consumers) return cudaErrorInvalidValue;
+            const int smem = stages * m.stage_bytes + 16 * stages + 2 * 4 * C;
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(sms);
             cfg.blockDim = dim3(32 * (consumers + 1));
@@ -403,6 +400,8 @@ int main(int argc, char** argv) {
             attr[0].val.cooperative = 1;
             cfg.attrs = attr;
             cfg.numAttrs = 1;
+            if (consumers == 4)
+                return cudaLaunchKernelEx(&cfg, persistent<4>, count, m.stage_bytes, stages, ready, run);
             if (consumers == 8)
                 return cudaLaunchKernelEx(&cfg, persistent<8>, count, m.stage_bytes, stages, ready, run);
             return cudaLaunchKernelEx(&cfg, persistent<16>, count, m.stage_bytes, stages, ready, run);
@@ -416,13 +415,14 @@ int main(int argc, char** argv) {
         const Case cases[] = {
             {"chain, dependent launch, own rows prefetched (as tile)", PDL | OWN, 0, 0, 0},
             {"chain, no dependent launch", 0, 0, 0, 0},
+            {"persistent, ring runs ahead, 4 consumer warps, 16 stages", -1, 4, 16, AHEAD},
             {"persistent, ring runs ahead, 8 consumer warps, 16 stages", -1, 8, 16, AHEAD},
             {"persistent, ring runs ahead, 16 consumer warps, 16 stages", -1, 16, 16, AHEAD},
             {"persistent, ring runs ahead, 8 consumer warps, 8 stages", -1, 8, 8, AHEAD},
-            {"persistent, ring runs ahead, 8 consumer warps, 4 stages", -1, 8, 4, AHEAD},
-            {"persistent, coupled (producer waits too), 8 warps, 16 stages", -1, 8, 16, COUPLED},
-            {"persistent, independent (no waits: ring ceiling), 8 warps, 16", -1, 8, 16, INDEPENDENT},
-            {"persistent, waits and counts only (no weights: sync chain)", -1, 8, 16, SYNC_ONLY},
+            {"persistent, coupled (producer waits too), 16 warps, 16 stages", -1, 16, 16, COUPLED},
+            {"persistent, independent (no waits), 16 warps, 16 stages", -1, 16, 16, INDEPENDENT},
+            {"persistent, ring only (no waits, no math), 16 warps, 16 st.", -1, 16, 16, RING_ONLY},
+            {"persistent, waits and counts only (no weights: sync chain)", -1, 16, 16, SYNC_ONLY},
         };
         for (int round = 0; round < 2; round++)
             for (const Case& c : cases) {
