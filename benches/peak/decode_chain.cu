@@ -152,6 +152,7 @@ struct Product {
     int n, k;
 };
 constexpr int MAX_PRODUCTS = 192;
+constexpr int MAX_ROWS = 128;  // of one product in one block (at most 16 C)
 __constant__ Product products[MAX_PRODUCTS];
 
 enum Run { AHEAD = 0, COUPLED = 1, INDEPENDENT = 2, SYNC_ONLY = 3, RING_ONLY = 4 };
@@ -188,21 +189,41 @@ __device__ __forceinline__ void wait_count(const unsigned* count, unsigned targe
     }
 }
 
-// Block b takes rows [n b / G, n (b + 1) / G) of every product: one
-// contiguous range of the row-major weights, streamed in stages of
-// `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them). The
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&a)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                 : "r"(addr));
+}
+// d += a b: a 16 x 16 tile of weights times x's 16 values in every column.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Block b takes rows [n b / G, n (b + 1) / G) of every product, in tiles of
+// 16 rows, each cut along K into chunks of KC = stage_bytes / 32 columns:
+// a stage is one tile's chunk, its rows copied one bulk copy each (rows
+// past the block's last are not copied; their products are not used). The
 // consumer warps take a product's stages in turn (warp w its w-th, (w +
-// C)-th, ...), so C stages are multiplied at once; a warp multiplies each
-// row of its stage by the product's x, which the consumers copy from L2
-// into shared memory once the product before is done everywhere, and
-// stores the row's output itself.
+// C)-th, ...), so C stages are multiplied at once, on tensor cores: the
+// chunk is the 16 x 16 A operand of an mma for each 16 columns, x (copied
+// from L2 into shared memory once the product before is done everywhere)
+// every column of B, so column 0 of the result is the rows' partial sums,
+// which a warp adds into the block's sums in shared memory.
 template <int C>
 __global__ void __launch_bounds__(32 * (C + 1), 1)
     persistent(int count, int stage_bytes, int stages, unsigned* ready, int run) {
     extern __shared__ __align__(128) unsigned char smem[];
+    // A stage's rows are `pitch` bytes apart: 16 more than a chunk, so the
+    // eight rows an ldmatrix reads fall in distinct banks.
+    const int kc = stage_bytes / 32, pitch = kc * 2 + 16, slot = 16 * pitch;
     const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
-    const unsigned full = base + stages * stage_bytes, empty = full + 8 * stages;
-    uint4* xs = (uint4*)(smem + stages * stage_bytes + 16 * stages);
+    const unsigned full = base + stages * slot, empty = full + 8 * stages;
+    float* sums = (float*)(smem + stages * slot + 16 * stages);
+    bf* xs = (bf*)(sums + MAX_ROWS);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
@@ -211,6 +232,7 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+    if (threadIdx.x < MAX_ROWS) sums[threadIdx.x] = 0.f;
     __syncthreads();
 
     if (warp == C) {  // the producer
@@ -219,14 +241,16 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
             for (int p = 0; p < count; p++) {
                 const Product q = products[p];
                 if (run == COUPLED && p > 0) wait_count(ready + p - 1, G);
-                const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, row = 2 * q.k, sr = stage_bytes / row;
-                for (int r = r0; r < r1; r += sr, i++) {
-                    const int s = i % stages;
-                    if (i >= (unsigned)stages) mbar_wait(empty + 8 * s, ((i / stages) & 1) ^ 1);
-                    const unsigned bytes = min(sr, r1 - r) * row;
-                    mbar_expect(full + 8 * s, bytes);
-                    bulk_copy(base + s * stage_bytes, (const char*)q.w + (size_t)r * row, bytes, full + 8 * s);
-                }
+                const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, chunks = q.k / kc;
+                for (int t = r0; t < r1; t += 16)
+                    for (int c = 0; c < chunks; c++, i++) {
+                        const int s = i % stages, rows = min(16, r1 - t);
+                        if (i >= (unsigned)stages) mbar_wait(empty + 8 * s, ((i / stages) & 1) ^ 1);
+                        mbar_expect(full + 8 * s, rows * kc * 2);
+                        for (int r = 0; r < rows; r++)
+                            bulk_copy(base + s * slot + r * pitch, q.w + (size_t)(t + r) * q.k + c * kc,
+                                      kc * 2, full + 8 * s);
+                    }
             }
         }
         return;
@@ -236,31 +260,45 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
     unsigned i0 = 0;  // the ring index of this product's first stage
     for (int p = 0; p < count; p++) {
         const Product q = products[p];
-        const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, P = q.k / 8, sr = stage_bytes / (2 * q.k);
-        const int ns = (r1 - r0 + sr - 1) / sr;
+        const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, chunks = q.k / kc;
+        const int ns = (r1 - r0 + 15) / 16 * chunks;
         if (p > 0 && run != INDEPENDENT && run != RING_ONLY && t == 0) wait_count(ready + p - 1, G);
         bar_consumers(32 * C);
-        for (int j = t; j < P; j += 32 * C) xs[j] = __ldcg((const uint4*)q.x + j);
+        for (int j = t; j < q.k / 8; j += 32 * C) ((uint4*)xs)[j] = __ldcg((const uint4*)q.x + j);
         bar_consumers(32 * C);
         for (int j = warp; j < ns && run != SYNC_ONLY; j += C) {
             const unsigned i = i0 + j;
-            const int s = i % stages, r = r0 + j * sr;
+            const int s = i % stages, tile = j / chunks, c = j % chunks;
             mbar_wait(full + 8 * s, (i / stages) & 1);
-            const uint4* stage = (const uint4*)(smem + s * stage_bytes);
-            for (int k = 0; k < min(sr, r1 - r) && run != RING_ONLY; k++) {
-                float a = 0.f;
-#pragma unroll 4
-                for (int e = lane; e < P; e += 32) a += dot8(stage[k * P + e], xs[e]);
-                for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
-                if (lane == 0) q.y[r + k] = __float2bfloat16(epilogue(a));
+            if (run != RING_ONLY) {
+                // Lane l points ldmatrix at row l % 16, columns 8 (l / 16) on.
+                const unsigned a_row = base + s * slot + (lane % 16) * pitch + (lane / 16) * 16;
+                const bf* xc = xs + c * kc + 2 * (lane % 4);
+                float d[4] = {}, e[4] = {};  // two chains of mma
+                for (int k = 0; k < kc; k += 32) {
+                    unsigned a[4];
+                    ldmatrix_x4(a_row + k * 2, a);
+                    mma_bf16(d, a, *(const unsigned*)(xc + k), *(const unsigned*)(xc + k + 8));
+                    if (k + 16 < kc) {
+                        ldmatrix_x4(a_row + k * 2 + 32, a);
+                        mma_bf16(e, a, *(const unsigned*)(xc + k + 16), *(const unsigned*)(xc + k + 24));
+                    }
+                }
+                if (lane % 4 == 0) {
+                    atomicAdd(&sums[tile * 16 + lane / 4], d[0] + e[0]);
+                    atomicAdd(&sums[tile * 16 + lane / 4 + 8], d[2] + e[2]);
+                }
             }
             __syncwarp();
-            if (lane == 0) {
-                mbar_arrive(empty + 8 * s);
-                __threadfence();
-            }
+            if (lane == 0) mbar_arrive(empty + 8 * s);
         }
         i0 += ns;
+        bar_consumers(32 * C);
+        if (t < r1 - r0) {
+            q.y[r0 + t] = __float2bfloat16(epilogue(sums[t]));
+            __threadfence();
+        }
+        if (t < MAX_ROWS) sums[t] = 0.f;
         bar_consumers(32 * C);
         if (t == 0) {
             __threadfence();
@@ -366,7 +404,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpyToSymbol(products, table.data(), table.size() * sizeof(Product)));
         for (const void* k : {(const void*)persistent<4>, (const void*)persistent<8>, (const void*)persistent<16>})
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    16 * m.stage_bytes + 16 * 16 + 2 * 4 * C));
+                                    16 * (m.stage_bytes + 256) + 16 * 16 + 4 * MAX_ROWS + 2 * 4 * C));
         const double bound_us = bytes / copy_bw * 1e6;
         printf("\n%s: %d products, weights %.1f MB, bound %.1f us\n", m.name, count, bytes / 1e6, bound_us);
 
@@ -389,7 +427,7 @@ int main(int argc, char** argv) {
             // A warp's parity wait sees one phase of its stage: with fewer
             // stages than warps, one would take a stage a phase early.
             if (stages < consumers) return cudaErrorInvalidValue;
-            const int smem = stages * m.stage_bytes + 16 * stages + 2 * 4 * C;
+            const int smem = stages * (m.stage_bytes + 256) + 16 * stages + 4 * MAX_ROWS + 2 * 4 * C;
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(sms);
             cfg.blockDim = dim3(32 * (consumers + 1));
