@@ -152,7 +152,7 @@ struct Product {
     int n, k;
 };
 constexpr int MAX_PRODUCTS = 192;
-constexpr int MAX_ROWS = 128;  // of one product in one block (at most 16 C)
+constexpr int STAGE_GAP = 512;
 __constant__ Product products[MAX_PRODUCTS];
 
 enum Run { AHEAD = 0, COUPLED = 1, INDEPENDENT = 2, SYNC_ONLY = 3, RING_ONLY = 4 };
@@ -194,37 +194,38 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&a)[4]) {
                  : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
                  : "r"(addr));
 }
-// d += a b: a 16 x 16 tile of weights times x's 16 values in every column.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+// d += a b, m16n8k16, bf16 operands, f32 sums.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint4 a, unsigned b0, unsigned b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
 }
 
-// Block b takes rows [n b / G, n (b + 1) / G) of every product, in tiles of
-// 16 rows, each cut along K into chunks of KC = stage_bytes / 32 columns:
-// a stage is one tile's chunk, its rows copied one bulk copy each (rows
-// past the block's last are not copied; their products are not used). The
-// consumer warps take a product's stages in turn (warp w its w-th, (w +
-// C)-th, ...), so C stages are multiplied at once, on tensor cores: the
-// chunk is the 16 x 16 A operand of an mma for each 16 columns, x (copied
-// from L2 into shared memory once the product before is done everywhere)
-// every column of B, so column 0 of the result is the rows' partial sums,
-// which a warp adds into the block's sums in shared memory.
+// Block b takes rows [n b / G, n (b + 1) / G) of every product: one
+// contiguous range of the row-major weights, streamed in stages of
+// `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them), one bulk
+// copy a stage. The consumer warps take a product's stages in turn (warp w
+// its w-th, (w + C)-th, ...), so C stages are multiplied at once, on tensor
+// cores: for every 128 columns of a row, an mma multiplies x's eight
+// 16-column pieces (the rows of A; x is copied from L2 into shared memory,
+// padded with zeros to whole 128s, once the product before is done
+// everywhere) by the row's eight pieces (the columns of B), and the
+// diagonal of the 8 x 8 result, summed over the row's 128s, is the row's
+// dot product; the warp stores the row's output itself.
 template <int C>
 __global__ void __launch_bounds__(32 * (C + 1), 1)
     persistent(int count, int stage_bytes, int stages, unsigned* ready, int run) {
     extern __shared__ __align__(128) unsigned char smem[];
-    // A stage's rows are `pitch` bytes apart: 16 more than a chunk, so the
-    // eight rows an ldmatrix reads fall in distinct banks.
-    const int kc = stage_bytes / 32, pitch = kc * 2 + 16, slot = 16 * pitch;
+    // Slots are STAGE_GAP bytes longer than a stage: a row's last 128
+    // columns may read past its end, into zeros where no row follows.
+    const int slot = stage_bytes + STAGE_GAP;
     const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
     const unsigned full = base + stages * slot, empty = full + 8 * stages;
-    float* sums = (float*)(smem + stages * slot + 16 * stages);
-    bf* xs = (bf*)(sums + MAX_ROWS);
+    bf* xs = (bf*)(smem + stages * slot + 16 * stages);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
+    for (int j = threadIdx.x; j < stages * slot / 16; j += blockDim.x) ((uint4*)smem)[j] = make_uint4(0, 0, 0, 0);
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mbar_init(full + 8 * s, 1);
@@ -232,7 +233,7 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    if (threadIdx.x < MAX_ROWS) sums[threadIdx.x] = 0.f;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the zeros before the bulk copies
     __syncthreads();
 
     if (warp == C) {  // the producer
@@ -241,64 +242,61 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
             for (int p = 0; p < count; p++) {
                 const Product q = products[p];
                 if (run == COUPLED && p > 0) wait_count(ready + p - 1, G);
-                const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, chunks = q.k / kc;
-                for (int t = r0; t < r1; t += 16)
-                    for (int c = 0; c < chunks; c++, i++) {
-                        const int s = i % stages, rows = min(16, r1 - t);
-                        if (i >= (unsigned)stages) mbar_wait(empty + 8 * s, ((i / stages) & 1) ^ 1);
-                        mbar_expect(full + 8 * s, rows * kc * 2);
-                        for (int r = 0; r < rows; r++)
-                            bulk_copy(base + s * slot + r * pitch, q.w + (size_t)(t + r) * q.k + c * kc,
-                                      kc * 2, full + 8 * s);
-                    }
+                const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, row = 2 * q.k, sr = stage_bytes / row;
+                for (int r = r0; r < r1; r += sr, i++) {
+                    const int s = i % stages;
+                    if (i >= (unsigned)stages) mbar_wait(empty + 8 * s, ((i / stages) & 1) ^ 1);
+                    const unsigned bytes = min(sr, r1 - r) * row;
+                    mbar_expect(full + 8 * s, bytes);
+                    bulk_copy(base + s * slot, (const char*)q.w + (size_t)r * row, bytes, full + 8 * s);
+                }
             }
         }
         return;
     }
 
     const int t = threadIdx.x;
+    // Lane l holds D[l / 4][2 (l % 4) + h] in d[h]: the diagonal's where
+    // l / 4 == 2 (l % 4) + h.
+    const int diag = lane / 4 - 2 * (lane % 4);
+    // ldmatrix: lane l points at piece l % 8 of 128s c + l / 16, its half (l / 8) % 2.
+    const int b_off = (lane / 16) * 256 + (lane % 8) * 32 + ((lane / 8) % 2) * 16;
+    const int a_off = (lane / 4) * 16 + 2 * (lane % 4);
     unsigned i0 = 0;  // the ring index of this product's first stage
     for (int p = 0; p < count; p++) {
         const Product q = products[p];
-        const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, chunks = q.k / kc;
-        const int ns = (r1 - r0 + 15) / 16 * chunks;
+        const int r0 = q.n * b / G, r1 = q.n * (b + 1) / G, sr = stage_bytes / (2 * q.k);
+        const int ns = (r1 - r0 + sr - 1) / sr, chunks = (q.k + 127) / 128;
         if (p > 0 && run != INDEPENDENT && run != RING_ONLY && t == 0) wait_count(ready + p - 1, G);
         bar_consumers(32 * C);
-        for (int j = t; j < q.k / 8; j += 32 * C) ((uint4*)xs)[j] = __ldcg((const uint4*)q.x + j);
+        for (int j = t; j < chunks * 16; j += 32 * C)
+            ((uint4*)xs)[j] = j < q.k / 8 ? __ldcg((const uint4*)q.x + j) : make_uint4(0, 0, 0, 0);
         bar_consumers(32 * C);
         for (int j = warp; j < ns && run != SYNC_ONLY; j += C) {
             const unsigned i = i0 + j;
-            const int s = i % stages, tile = j / chunks, c = j % chunks;
+            const int s = i % stages, r = r0 + j * sr;
             mbar_wait(full + 8 * s, (i / stages) & 1);
-            if (run != RING_ONLY) {
-                // Lane l points ldmatrix at row l % 16, columns 8 (l / 16) on.
-                const unsigned a_row = base + s * slot + (lane % 16) * pitch + (lane / 16) * 16;
-                const bf* xc = xs + c * kc + 2 * (lane % 4);
+            for (int k = 0; k < min(sr, r1 - r) && run != RING_ONLY; k++) {
+                const unsigned row = base + s * slot + k * q.k * 2 + b_off;
                 float d[4] = {}, e[4] = {};  // two chains of mma
-                for (int k = 0; k < kc; k += 32) {
-                    unsigned a[4];
-                    ldmatrix_x4(a_row + k * 2, a);
-                    mma_bf16(d, a, *(const unsigned*)(xc + k), *(const unsigned*)(xc + k + 8));
-                    if (k + 16 < kc) {
-                        ldmatrix_x4(a_row + k * 2 + 32, a);
-                        mma_bf16(e, a, *(const unsigned*)(xc + k + 16), *(const unsigned*)(xc + k + 24));
-                    }
+                for (int c = 0; c < chunks; c += 2) {
+                    unsigned w[4];
+                    ldmatrix_x4(row + c * 256, w);
+                    const unsigned* x0 = (const unsigned*)(xs + c * 128 + a_off);
+                    mma_bf16(d, make_uint4(x0[0], 0u, x0[4], 0u), w[0], w[1]);
+                    if (c + 1 < chunks) mma_bf16(e, make_uint4(x0[64], 0u, x0[68], 0u), w[2], w[3]);
                 }
-                if (lane % 4 == 0) {
-                    atomicAdd(&sums[tile * 16 + lane / 4], d[0] + e[0]);
-                    atomicAdd(&sums[tile * 16 + lane / 4 + 8], d[2] + e[2]);
-                }
+                float v = (diag == 0 ? d[0] + e[0] : 0.f) + (diag == 1 ? d[1] + e[1] : 0.f);
+                for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+                if (lane == 0) q.y[r + k] = __float2bfloat16(epilogue(v));
             }
             __syncwarp();
-            if (lane == 0) mbar_arrive(empty + 8 * s);
+            if (lane == 0) {
+                mbar_arrive(empty + 8 * s);
+                __threadfence();
+            }
         }
         i0 += ns;
-        bar_consumers(32 * C);
-        if (t < r1 - r0) {
-            q.y[r0 + t] = __float2bfloat16(epilogue(sums[t]));
-            __threadfence();
-        }
-        if (t < MAX_ROWS) sums[t] = 0.f;
         bar_consumers(32 * C);
         if (t == 0) {
             __threadfence();
@@ -404,7 +402,7 @@ int main(int argc, char** argv) {
         CK(cudaMemcpyToSymbol(products, table.data(), table.size() * sizeof(Product)));
         for (const void* k : {(const void*)persistent<4>, (const void*)persistent<8>, (const void*)persistent<16>})
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    16 * (m.stage_bytes + 256) + 16 * 16 + 4 * MAX_ROWS + 2 * 4 * C));
+                                    16 * (m.stage_bytes + STAGE_GAP) + 16 * 16 + 2 * 4 * C + 256));
         const double bound_us = bytes / copy_bw * 1e6;
         printf("\n%s: %d products, weights %.1f MB, bound %.1f us\n", m.name, count, bytes / 1e6, bound_us);
 
@@ -427,7 +425,7 @@ int main(int argc, char** argv) {
             // A warp's parity wait sees one phase of its stage: with fewer
             // stages than warps, one would take a stage a phase early.
             if (stages < consumers) return cudaErrorInvalidValue;
-            const int smem = stages * (m.stage_bytes + 256) + 16 * stages + 4 * MAX_ROWS + 2 * 4 * C;
+            const int smem = stages * (m.stage_bytes + STAGE_GAP) + 16 * stages + 2 * 4 * C + 256;
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(sms);
             cfg.blockDim = dim3(32 * (consumers + 1));
