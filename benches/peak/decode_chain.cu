@@ -19,21 +19,21 @@
 // product: the poll, x from L2, the sums, the count) add up only where
 // they exceed the bytes' time.
 //
-// Prediction: gpt2-xl 192 x ~2 us = ~400 us of latency under 700 us of
-// bytes, so bandwidth-bound: 70-85% of the bound (the chains: 37-45%);
-// GPT-2 124M 48 x ~2 us = ~100 us over ~40 us of bytes: latency-bound,
-// 35-50%. Where "coupled" (the producer waits for the product before, as a
-// persistent kernel that does not run ahead) is as fast as "ahead", the
-// ring is not what wins; "independent" (no waits: wrong results, the
-// ring's own ceiling) bounds both, and "waits and counts only" (no
-// weights) is the chain of latencies alone.
+// Prediction, written before any run: gpt2-xl 70-85% of the bound,
+// GPT-2 124M 35-50%. Measured on an H200 (bench-results/LOG.md,
+// 2026-12-02, with this file's earlier consumers in its history): neither.
+// The cases: "coupled" (the producer waits for the product before, as a
+// persistent kernel that does not run ahead); "independent" (no waits:
+// wrong results, the consumers' own ceiling); "ring only" (no waits, no
+// math: the ring's); "waits and counts only" (no weights: the chain of
+// latencies alone).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
 //
-// Each mode that computes the chain (all but "independent" and "waits and
-// counts only") has its output after one step checked against a CPU
-// reference (f32 sums, bf16 outputs), the intermediates poisoned first; a
-// poll that spins for seconds traps instead of hanging.
+// Each mode that computes the chain (all but "independent", "ring only"
+// and "waits and counts only") has its output after one step checked
+// against a CPU reference (f32 sums, bf16 outputs), the intermediates
+// poisoned first; a poll that spins for seconds traps instead of hanging.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -206,11 +206,10 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint4 a, unsigned 
 // Block b takes rows [n b / G, n (b + 1) / G) of every product: one
 // contiguous range of the row-major weights, streamed in stages of
 // `stage_bytes` (whole rows: SR = stage_bytes / (2 k) of them), one bulk
-// copy a stage. The consumer warps take a product's stages in turn (warp w
-// its w-th, (w + C)-th, ...), so C stages are multiplied at once, on tensor
-// cores: for every 128 columns of a row, an mma multiplies x's eight
-// 16-column pieces (the rows of A; x is copied from L2 into shared memory,
-// padded with zeros to whole 128s, once the product before is done
+// copy a stage. Consumer warp w multiplies the block's rows w, w + C, ...,
+// on tensor cores: for every 128 columns of a row, an mma multiplies x's
+// eight 16-column pieces (the rows of A; x is copied from L2 into shared
+// memory, padded with zeros to whole 128s, once the product before is done
 // everywhere) by the row's eight pieces (the columns of B), and the
 // diagonal of the 8 x 8 result, summed over the row's 128s, is the row's
 // dot product; the warp stores the row's output itself.
@@ -229,7 +228,7 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             mbar_init(full + 8 * s, 1);
-            mbar_init(empty + 8 * s, 1);
+            mbar_init(empty + 8 * s, C);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -272,29 +271,39 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
         for (int j = t; j < chunks * 16; j += 32 * C)
             ((uint4*)xs)[j] = j < q.k / 8 ? __ldcg((const uint4*)q.x + j) : make_uint4(0, 0, 0, 0);
         bar_consumers(32 * C);
-        for (int j = warp; j < ns && run != SYNC_ONLY; j += C) {
+        // Every stage of the product in turn; warp w multiplies the rows
+        // w, w + C, ... of the block's, so a stage's rows are multiplied at
+        // once by different warps, and C rows of several stages together.
+        // Every warp frees every stage (the empty barriers count C), those
+        // with no row in it at once. A product takes at most `stages`
+        // stages, so no warp frees a slot a phase early.
+        if (ns > stages) asm volatile("trap;");
+        for (int j = 0; j < ns && run != SYNC_ONLY; j++) {
             const unsigned i = i0 + j;
-            const int s = i % stages, r = r0 + j * sr;
-            mbar_wait(full + 8 * s, (i / stages) & 1);
-            for (int k = 0; k < min(sr, r1 - r) && run != RING_ONLY; k++) {
-                const unsigned row = base + s * slot + k * q.k * 2 + b_off;
-                float d[4] = {}, e[4] = {};  // two chains of mma
-                for (int c = 0; c < chunks; c += 2) {
-                    unsigned w[4];
-                    ldmatrix_x4(row + c * 256, w);
-                    const unsigned* x0 = (const unsigned*)(xs + c * 128 + a_off);
-                    mma_bf16(d, make_uint4(x0[0], 0u, x0[4], 0u), w[0], w[1]);
-                    if (c + 1 < chunks) mma_bf16(e, make_uint4(x0[64], 0u, x0[68], 0u), w[2], w[3]);
+            const int s = i % stages, first = j * sr, last = min(first + sr, r1 - r0);
+            int k = first + (warp - first % C + C) % C;  // my first row of the stage, if any
+            if (k < last) {
+                mbar_wait(full + 8 * s, (i / stages) & 1);
+                for (; k < last && run != RING_ONLY; k += C) {
+                    const unsigned row = base + s * slot + (k - first) * q.k * 2 + b_off;
+                    float d[4] = {}, e[4] = {};  // two chains of mma
+                    for (int c = 0; c < chunks; c += 2) {
+                        unsigned w[4];
+                        ldmatrix_x4(row + c * 256, w);
+                        const unsigned* x0 = (const unsigned*)(xs + c * 128 + a_off);
+                        mma_bf16(d, make_uint4(x0[0], 0u, x0[4], 0u), w[0], w[1]);
+                        if (c + 1 < chunks) mma_bf16(e, make_uint4(x0[64], 0u, x0[68], 0u), w[2], w[3]);
+                    }
+                    float v = (diag == 0 ? d[0] + e[0] : 0.f) + (diag == 1 ? d[1] + e[1] : 0.f);
+                    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+                    if (lane == 0) {
+                        q.y[r0 + k] = __float2bfloat16(epilogue(v));
+                        __threadfence();
+                    }
                 }
-                float v = (diag == 0 ? d[0] + e[0] : 0.f) + (diag == 1 ? d[1] + e[1] : 0.f);
-                for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
-                if (lane == 0) q.y[r + k] = __float2bfloat16(epilogue(v));
             }
             __syncwarp();
-            if (lane == 0) {
-                mbar_arrive(empty + 8 * s);
-                __threadfence();
-            }
+            if (lane == 0) mbar_arrive(empty + 8 * s);
         }
         i0 += ns;
         bar_consumers(32 * C);
@@ -422,9 +431,6 @@ int main(int argc, char** argv) {
         };
         // One step of the persistent kernel, or an error where it cannot run.
         auto persistent_step = [&](int consumers, int stages, int run) -> cudaError_t {
-            // A warp's parity wait sees one phase of its stage: with fewer
-            // stages than warps, one would take a stage a phase early.
-            if (stages < consumers) return cudaErrorInvalidValue;
             const int smem = stages * (m.stage_bytes + STAGE_GAP) + 16 * stages + 2 * 4 * C + 256;
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(sms);
@@ -454,7 +460,6 @@ int main(int argc, char** argv) {
             {"persistent, ring runs ahead, 4 consumer warps, 16 stages", -1, 4, 16, AHEAD},
             {"persistent, ring runs ahead, 8 consumer warps, 16 stages", -1, 8, 16, AHEAD},
             {"persistent, ring runs ahead, 16 consumer warps, 16 stages", -1, 16, 16, AHEAD},
-            {"persistent, ring runs ahead, 8 consumer warps, 8 stages", -1, 8, 8, AHEAD},
             {"persistent, coupled (producer waits too), 16 warps, 16 stages", -1, 16, 16, COUPLED},
             {"persistent, independent (no waits), 16 warps, 16 stages", -1, 16, 16, INDEPENDENT},
             {"persistent, ring only (no waits, no math), 16 warps, 16 st.", -1, 16, 16, RING_ONLY},
