@@ -18,16 +18,15 @@ pub struct KvCache<B: Backend, T: Element> {
     capacity: usize,
     /// A prefill's first position per sequence, on the backend.
     starts: B::Tensor<i32>,
-    /// The current pass's end per sequence (a prefill's `starts` + its tokens; a decode step's position + 1).
-    ends: B::Tensor<i32>,
     /// Decode attention's splits per (sequence, head), picked once.
     splits: usize,
     /// A decode step's activations, reused every step (taken out while a
     /// step runs).
     pub(crate) activations: Option<Activations<B, T>>,
     /// A decode step's token per sequence and its position, written in
-    /// place before each step (what a recorded step reads). A pick writes
-    /// its columns into `ids`, where a step fed [`Feed::Picks`] finds them.
+    /// place before each step (what a recorded step reads: the position is
+    /// where its embedding and its attention look). A pick writes its
+    /// columns into `ids`, where a step fed [`Feed::Picks`] finds them.
     pub(crate) ids: B::Tensor<i32>,
     pub(crate) positions: B::Tensor<i32>,
     /// A decode step's logits, `[batch, vocabulary columns]`.
@@ -115,7 +114,6 @@ impl<B: Backend, T: Element> KvCache<B, T> {
             lengths: vec![0; batch],
             capacity,
             starts: on.zeros(&[batch])?,
-            ends: on.zeros(&[batch])?,
             splits,
             activations: Some(activations),
             ids: on.zeros(&[batch])?,
@@ -153,36 +151,26 @@ impl<B: Backend, T: Element> KvCache<B, T> {
         &self.lengths
     }
 
-    /// Prepares a prefill that writes `tokens` positions per sequence from
-    /// `starts` (written in place). The sequences start again: no pick is
-    /// left to feed a step, and queued steps' unread tokens are dropped.
-    pub(crate) fn begin(&mut self, on: &B, starts: &[usize], tokens: usize) -> Result<()> {
+    /// Prepares a prefill that writes each sequence's tokens from its
+    /// `starts` position on (written in place). The sequences start again:
+    /// no pick is left to feed a step, and queued steps' unread tokens are
+    /// dropped.
+    pub(crate) fn begin(&mut self, on: &B, starts: &[usize]) -> Result<()> {
         self.picks_in_ids = false;
         self.queued = 0;
         let starts: Vec<i32> = starts.iter().map(|&s| s as i32).collect();
-        let ends: Vec<i32> = starts.iter().map(|&s| s + tokens as i32).collect();
         on.write(&mut self.starts, &starts)?;
-        on.write(&mut self.ends, &ends)?;
         Ok(())
     }
 
-    /// Prepares a decode step of one token per sequence at `positions`:
-    /// `ends` only (written in place), as decode attention appends each
-    /// token at its end less one and reads no `starts`.
-    pub(crate) fn begin_step(&mut self, on: &B, positions: &[usize]) -> Result<()> {
-        let ends: Vec<i32> = positions.iter().map(|&p| p as i32 + 1).collect();
-        on.write(&mut self.ends, &ends)?;
-        Ok(())
-    }
-
-    /// Layer `l`'s keys and values, the pass's starts and ends, and decode
-    /// attention's splits.
+    /// Layer `l`'s keys and values, a prefill's starts, a decode step's
+    /// positions, and decode attention's splits.
     pub(crate) fn layer(&mut self, l: usize) -> Layer<'_, B, T> {
         Layer {
             k: &mut self.k[l],
             v: &mut self.v[l],
             starts: &self.starts,
-            ends: &self.ends,
+            positions: &self.positions,
             splits: self.splits,
         }
     }
@@ -205,6 +193,6 @@ pub(crate) struct Layer<'c, B: Backend, T: Element> {
     pub k: &'c mut B::Tensor<T>,
     pub v: &'c mut B::Tensor<T>,
     pub starts: &'c B::Tensor<i32>,
-    pub ends: &'c B::Tensor<i32>,
+    pub positions: &'c B::Tensor<i32>,
     pub splits: usize,
 }

@@ -454,7 +454,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
         let positions: Vec<i32> = (0..b * t).map(|i| (i % t) as i32).collect();
         let mut acts = self.activations(on, b * t)?;
         self.embed(on, &tokens, &positions, &mut acts.x)?;
-        cache.begin(on, &vec![0; b], t)?;
+        cache.begin(on, &vec![0; b])?;
         self.layers(on, &mut acts, (b, t), Attend::WithinAndCache(cache))?;
         let last: Vec<i32> = prompts
             .iter()
@@ -633,7 +633,6 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             Feed::Picks(_) => {}
         }
         cache.picks_in_ids = false;
-        cache.begin_step(on, &positions)?;
         let positions: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         on.write(&mut cache.positions, &positions)?;
         // The first step runs as it comes (it loads and tunes the kernels);
@@ -732,7 +731,7 @@ impl<B: Backend, T: Float> Gpt<B, T> {
             }
             Attend::Cache(cache) => {
                 let c = cache.layer(layer);
-                decode::attention(on, qkv, (c.k, c.v), c.ends, att, heads, c.splits)?;
+                decode::attention(on, qkv, (c.k, c.v), c.positions, att, heads, c.splits)?;
             }
         }
         on.reshape_in_place(qkv, &[b * t, 3 * c])?;

@@ -21,12 +21,14 @@
 //! sums into the output: one launch, where a separate combine kernel
 //! would be two, and no round trip through global memory.
 //!
-//! `len: [B]` (i32, on the backend) says how many cached keys each
-//! sequence attends to: ragged across the batch, the current token's own
-//! key included (row `len[b] - 1`). Being device data, the values are not
-//! checked on the host; the kernels clamp them instead: a `len` above `S`
-//! attends to the `S` cached keys, and one of 0 or less gives zeros. Rows
-//! outside `0..S` are not written.
+//! `pos: [B]` (i32, on the backend) is each sequence's position of the
+//! current token, the row its key and value go to: the sequence attends to
+//! rows `0..=pos[b]`, ragged across the batch, its own key the last. It is
+//! the step's one input besides the tokens: a decode step that advances
+//! writes it alone. Being device data, the values are not checked on the
+//! host; the kernels clamp them instead: a `pos` of `S` or more attends to
+//! the `S` cached keys, and a negative one gives zeros. Rows outside `0..S`
+//! are not written.
 
 use crate::shapes::{dims, expect_shapes};
 use tile::{Backend, Element, TensorView};
@@ -64,7 +66,7 @@ pub fn kv_write<T, const BLOCK: usize, const TOKENS: usize>(
 }
 
 /// Flash-decoding for each sequence's new token: `out[b, 0, h]` is the
-/// softmax-weighted sum of head `h`'s first `len[b]` values, for its query
+/// softmax-weighted sum of head `h`'s values at rows `0..=pos[b]`, for its query
 /// `q = qkv[b, 0, h]` (`qkv: [B, 1, 3C]`) against the keys.
 ///
 /// The `SPLITS` blocks of a (sequence, head) pair form a cluster. Each
@@ -77,7 +79,7 @@ pub fn kv_write<T, const BLOCK: usize, const TOKENS: usize>(
 /// gets zeros.
 ///
 /// The token's own key and value, in `qkv`'s second and third thirds, are
-/// the sequence's last (row `len[b] - 1`): the split whose keys hold that
+/// the sequence's last (row `pos[b]`): the split whose keys hold that
 /// row takes them from `qkv` and appends them to the caches, so no launch
 /// before this one writes them.
 ///
@@ -99,7 +101,7 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
     qkv: &Tensor<T, { [B, 1, 3 * C] }>,
     k_cache: &mut Tensor<T, { [B, S, C] }>,
     v_cache: &mut Tensor<T, { [B, S, C] }>,
-    len: &Tensor<i32, { [B] }>,
+    pos: &Tensor<i32, { [B] }>,
     out: &mut Tensor<T, { [B, 1, C] }>,
     heads: i32,
     scale: f32,
@@ -108,9 +110,9 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
     let split = block_id(0) % SPLITS;
     let b = pair / heads;
     let h = pair % heads;
-    // The sequence's keys, at most the cache's capacity; the new token's row.
-    let keys = max(0, min(len.get([b]), S));
-    let row = len.get([b]) - 1;
+    // The new token's row; the sequence's keys, at most the cache's capacity.
+    let row = pos.get([b]);
+    let keys = max(0, min(row, S - 1) + 1);
     let per_split = cdiv(cdiv(keys, BK), SPLITS);
     let first = split * per_split;
     let last = min(first + per_split, cdiv(keys, BK));
@@ -200,12 +202,12 @@ fn splits_for(pairs: usize, capacity: usize, keys: usize, sms: usize) -> usize {
 }
 
 /// `(batch, head size)` of decode attention, the shapes checked:
-/// `qkv: [B, 1, 3C]`, `k_cache` and `v_cache: [B, S, C]`, `len: [B]`,
+/// `qkv: [B, 1, 3C]`, `k_cache` and `v_cache: [B, S, C]`, `pos: [B]`,
 /// `out: [B, 1, C]`, and `C` in `heads` heads of 32, 64 or 128 columns.
 pub fn sizes(
     qkv: &[usize],
     (k_cache, v_cache): (&[usize], &[usize]),
-    len: &[usize],
+    pos: &[usize],
     out: &[usize],
     heads: usize,
 ) -> tile::Result<(usize, usize)> {
@@ -216,7 +218,7 @@ pub fn sizes(
         &[
             ("v_cache", v_cache, &[batch, capacity, c]),
             ("qkv", qkv, &[batch, 1, 3 * c]),
-            ("len", len, &[batch]),
+            ("pos", pos, &[batch]),
             ("out", out, &[batch, 1, c]),
         ],
     )?;
@@ -249,23 +251,23 @@ pub fn splits<T: Element, B: Backend>(on: &B, k_cache: &B::Tensor<T>, heads: usi
 }
 
 /// `out[b, 0] = softmax(q k^T / sqrt(D)) v` for every head, with `q` the
-/// query of `qkv[b, 0]` and `k`, `v` the first `len[b]` keys and values of
-/// the caches, the last of them (row `len[b] - 1`) the token's own from
+/// query of `qkv[b, 0]` and `k`, `v` the keys and values of the caches at
+/// rows `0..=pos[b]`, the last of them (row `pos[b]`) the token's own from
 /// `qkv`, which this appends to the caches; on `on`, shapes as [`sizes`]
 /// checks them, each (sequence, head)'s keys in `splits` splits (a power
-/// of two up to [`MAX_SPLITS`], as [`splits`] picks them). `len` is
+/// of two up to [`MAX_SPLITS`], as [`splits`] picks them). `pos` is
 /// clamped to the cache (module docs). One launch, [`decode_attention`].
 pub fn attention<T: Element, B: Backend>(
     on: &B,
     qkv: &B::Tensor<T>,
     (k_cache, v_cache): (&mut B::Tensor<T>, &mut B::Tensor<T>),
-    len: &B::Tensor<i32>,
+    pos: &B::Tensor<i32>,
     out: &mut B::Tensor<T>,
     heads: usize,
     splits: usize,
 ) -> tile::Result<()> {
     let caches = (k_cache.shape(), v_cache.shape());
-    let (batch, d) = sizes(qkv.shape(), caches, len.shape(), out.shape(), heads)?;
+    let (batch, d) = sizes(qkv.shape(), caches, pos.shape(), out.shape(), heads)?;
     if !(splits.is_power_of_two() && splits <= MAX_SPLITS) {
         return Err(tile::Error::Shape(format!(
             "decode attention takes 1, 2, 4 or {MAX_SPLITS} splits, not {splits}"
@@ -279,7 +281,7 @@ pub fn attention<T: Element, B: Backend>(
         qkv,
         k_cache,
         v_cache,
-        len,
+        pos,
         out,
         heads as i32,
         scale,

@@ -1,5 +1,5 @@
 //! Decode attention with a KV cache (`tile_kernels::decode`) against an f64
-//! reference of softmax attention over each sequence's first `len` keys,
+//! reference of softmax attention over each sequence's keys up to its position,
 //! and against the causal prefill kernel: on the CPU versions here, and
 //! the same cases on the GPU (reported as ignored without one; a failure
 //! under `TILE_REQUIRE_GPU=1`).
@@ -45,16 +45,17 @@ fn assert_rows_close(what: &str, got: &[f64], want: &[f64], rows: usize, tol: f6
     }
 }
 
-/// Softmax attention of each sequence's query `q: [B, C]` over its first
-/// `len[b]` keys and values (clamped to `0..=S`) of `k, v: [B, S, C]` in
-/// `heads` heads, scale `1 / sqrt(D)`, into `[B, C]`; zeros without keys.
-fn decode_ref(q: &[f64], (k, v): (&[f64], &[f64]), len: &[i32], capacity: usize, heads: usize) -> Vec<f64> {
-    let batch = len.len();
+/// Softmax attention of each sequence's query `q: [B, C]` over the keys
+/// and values of `k, v: [B, S, C]` at rows `0..=pos[b]` (clamped to the
+/// cache) in `heads` heads, scale `1 / sqrt(D)`, into `[B, C]`; zeros
+/// without keys.
+fn decode_ref(q: &[f64], (k, v): (&[f64], &[f64]), pos: &[i32], capacity: usize, heads: usize) -> Vec<f64> {
+    let batch = pos.len();
     let c = q.len() / batch;
     let d = c / heads;
     let mut out = vec![0.0; batch * c];
     for b in 0..batch {
-        let n = len[b].clamp(0, capacity as i32) as usize;
+        let n = (i64::from(pos[b]) + 1).clamp(0, capacity as i64) as usize;
         if n == 0 {
             continue;
         }
@@ -89,16 +90,16 @@ struct Shape {
     pad: usize,
 }
 
-/// Decode attention on `on` for random tokens and caches and the lengths
-/// `len`, with `splits` splits (or those `decode::splits` picks),
-/// against the f64 reference row by row, the token's key and value at row
-/// `len - 1`; the caches must then hold them there and be unchanged
-/// elsewhere. Returns the output.
+/// Decode attention on `on` for random tokens and caches at the positions
+/// `pos`, with `splits` splits (or those `decode::splits` picks), against
+/// the f64 reference row by row, the token's key and value at row `pos`;
+/// the caches must then hold them there and be unchanged elsewhere.
+/// Returns the output.
 fn decode_case<T: Num, B: Backend>(
     on: &B,
     rng: &mut Rng,
     shape: Shape,
-    len: &[i32],
+    pos: &[i32],
     splits: Option<usize>,
     tol: f64,
 ) -> Vec<f64> {
@@ -110,7 +111,7 @@ fn decode_case<T: Num, B: Backend>(
         pad,
     } = shape;
     let c = heads * d;
-    assert_eq!(len.len(), batch);
+    assert_eq!(pos.len(), batch);
     let qkv = rng.normals(batch * 3 * c, 1.0);
     let (k, v) = (
         rng.normals(batch * capacity * c, 1.0),
@@ -119,37 +120,37 @@ fn decode_case<T: Num, B: Backend>(
     let qkv_d = on.upload(&host::<T>(&qkv, &[batch, 1, 3 * c])).unwrap();
     let mut k_d = on.upload(&rows_apart::<T>(&k, [batch, capacity, c], pad)).unwrap();
     let mut v_d = on.upload(&rows_apart::<T>(&v, [batch, capacity, c], pad)).unwrap();
-    let len_d = on.upload_slice(len, &[batch]).unwrap();
+    let pos_d = on.upload_slice(pos, &[batch]).unwrap();
     let mut out = on.upload(&HostTensor::full(&[batch, 1, c], T::of(f64::NAN))).unwrap();
     let splits = splits.unwrap_or_else(|| decode::splits(on, &k_d, heads).unwrap());
-    decode::attention(on, &qkv_d, (&mut k_d, &mut v_d), &len_d, &mut out, heads, splits).unwrap();
+    decode::attention(on, &qkv_d, (&mut k_d, &mut v_d), &pos_d, &mut out, heads, splits).unwrap();
     let got = values(&on.download(&out).unwrap());
 
     let qkv = rounded::<T>(&qkv);
     let (mut k, mut v) = (rounded::<T>(&k), rounded::<T>(&v));
-    for (b, &n) in len.iter().enumerate() {
-        if (1..=capacity as i32).contains(&n) {
-            let (from, to) = (b * 3 * c, (b * capacity + n as usize - 1) * c);
+    for (b, &p) in pos.iter().enumerate() {
+        if (0..capacity as i32).contains(&p) {
+            let (from, to) = (b * 3 * c, (b * capacity + p as usize) * c);
             k[to..to + c].copy_from_slice(&qkv[from + c..from + 2 * c]);
             v[to..to + c].copy_from_slice(&qkv[from + 2 * c..from + 3 * c]);
         }
     }
     let q: Vec<f64> = qkv.chunks(3 * c).flat_map(|row| row[..c].to_vec()).collect();
-    let want = decode_ref(&q, (&k, &v), len, capacity, heads);
-    let what = format!("decode {} {shape:?} len {len:?} splits {splits}", T::DTYPE);
+    let want = decode_ref(&q, (&k, &v), pos, capacity, heads);
+    let what = format!("decode {} {shape:?} pos {pos:?} splits {splits}", T::DTYPE);
     assert_rows_close(&what, &got, &want, batch, tol);
     assert!(values(&on.download(&k_d).unwrap()) == k, "{what}: keys cached");
     assert!(values(&on.download(&v_d).unwrap()) == v, "{what}: values cached");
     got
 }
 
-/// Lengths for a cache of `capacity` over `keys` keys per step: one key,
+/// Positions for a cache of `capacity` over `keys` keys per step: one key,
 /// one step, one key more, a full cache, and a random one.
-fn ragged_lengths(rng: &mut Rng, capacity: usize, keys: usize) -> [i32; 5] {
-    [1, keys, keys + 1, capacity, 1 + rng.below(capacity)].map(|n| n as i32)
+fn ragged_positions(rng: &mut Rng, capacity: usize, keys: usize) -> [i32; 5] {
+    [0, keys - 1, keys, capacity - 1, rng.below(capacity)].map(|p| p as i32)
 }
 
-/// Every head size and `T` over ragged lengths, with one split, several,
+/// Every head size and `T` at ragged positions, with one split, several,
 /// those `decode::splits` picks for `on`, and [`MAX_SPLITS`] (most of
 /// them empty): caches of 300 positions, several tiles of keys for every
 /// head size and not a multiple of any.
@@ -164,8 +165,8 @@ fn ragged_cases<T: Num, B: Backend>(on: &B, rng: &mut Rng, pad: usize, tol: f64)
             pad,
         };
         for splits in [Some(1), Some(2), Some(4), None, Some(MAX_SPLITS)] {
-            let len = ragged_lengths(rng, capacity, decode::keys_per_step(d));
-            decode_case::<T, B>(on, rng, shape, &len, splits, tol);
+            let pos = ragged_positions(rng, capacity, decode::keys_per_step(d));
+            decode_case::<T, B>(on, rng, shape, &pos, splits, tol);
         }
     }
 }
@@ -189,7 +190,7 @@ fn one_key_gives_its_value_exactly_over_empty_splits() {
             pad: 0,
         };
         for splits in [1, 2, MAX_SPLITS] {
-            decode_case::<T, _>(&Cpu, rng, shape, &[1, 1], Some(splits), 0.0);
+            decode_case::<T, _>(&Cpu, rng, shape, &[0, 0], Some(splits), 0.0);
         }
     }
     let mut rng = Rng::new(2);
@@ -198,9 +199,9 @@ fn one_key_gives_its_value_exactly_over_empty_splits() {
     case::<f16>(&mut rng);
 }
 
-/// `len` is device data, clamped by the kernels: past the cache's capacity
-/// it attends to every cached key, and at 0 or less gives zeros, not NaN.
-fn lengths_outside_the_cache_are_clamped() {
+/// `pos` is device data, clamped by the kernels: past the cache's last row
+/// it attends to every cached key, and below 0 gives zeros, not NaN.
+fn positions_outside_the_cache_are_clamped() {
     let mut rng = Rng::new(3);
     for splits in [Some(1), Some(4), None] {
         let shape = Shape {
@@ -210,17 +211,17 @@ fn lengths_outside_the_cache_are_clamped() {
             d: 32,
             pad: 0,
         };
-        let len = [0, 71, i32::MAX, -5, i32::MIN, 70];
-        let got = decode_case::<f32, _>(&Cpu, &mut rng, shape, &len, splits, f32::TOL);
+        let pos = [-1, 70, i32::MAX, -5, i32::MIN, 69];
+        let got = decode_case::<f32, _>(&Cpu, &mut rng, shape, &pos, splits, f32::TOL);
         let c = shape.heads * shape.d;
         for b in [0, 3, 4] {
             assert!(
                 got[b * c..(b + 1) * c].iter().all(|&x| x == 0.0),
-                "len {}: {got:?}",
-                len[b]
+                "pos {}: {got:?}",
+                pos[b]
             );
         }
-        decode_case::<bf16, _>(&Cpu, &mut rng, shape, &len, splits, bf16::TOL);
+        decode_case::<bf16, _>(&Cpu, &mut rng, shape, &pos, splits, bf16::TOL);
     }
 }
 
@@ -333,10 +334,10 @@ fn generation_case<T: Num, B: Backend>(
             .flat_map(|(b, &p)| token(b, p).to_vec())
             .collect();
         let step = on.upload(&host::<T>(&step, &[batch, 1, 3 * c])).unwrap();
-        let len: Vec<i32> = pos.iter().map(|&p| p as i32 + 1).collect();
-        let len = on.upload_slice(&len, &[batch]).unwrap();
+        let at: Vec<i32> = pos.iter().map(|&p| p as i32).collect();
+        let at = on.upload_slice(&at, &[batch]).unwrap();
         let caches = (&mut k_cache, &mut v_cache);
-        decode::attention(on, &step, caches, &len, &mut out, heads, splits).unwrap();
+        decode::attention(on, &step, caches, &at, &mut out, heads, splits).unwrap();
         let got = values(&on.download(&out).unwrap());
         let want: Vec<f64> = pos
             .iter()
@@ -377,15 +378,15 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
         t(&[batch, capacity, c]),
         t(&[batch, capacity, c]),
     );
-    let len = HostTensor::<i32>::full(&[batch], 1);
+    let pos = HostTensor::<i32>::full(&[batch], 0);
     let mut out = HostTensor::full(&[batch, 1, c], f32::NAN);
     let attend = |qkv: &HostTensor<f32>,
                   (k, v): (&HostTensor<f32>, &HostTensor<f32>),
-                  len: &HostTensor<i32>,
+                  pos: &HostTensor<i32>,
                   out: &mut HostTensor<f32>,
                   heads| {
         let (mut k, mut v) = (k.clone(), v.clone());
-        let r = decode::attention(&Cpu, qkv, (&mut k, &mut v), len, out, heads, 1);
+        let r = decode::attention(&Cpu, qkv, (&mut k, &mut v), pos, out, heads, 1);
         assert!(
             r.is_ok() || k.to_vec().iter().all(|&x| x == 1.0),
             "a failed call wrote the cache"
@@ -394,39 +395,39 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     };
 
     assert!(is_shape_error(
-        attend(&t(&[batch, 3 * c]), (&k, &v), &len, &mut out, heads),
+        attend(&t(&[batch, 3 * c]), (&k, &v), &pos, &mut out, heads),
         "qkv"
     ));
     assert!(is_shape_error(
-        attend(&t(&[batch, 2, 3 * c]), (&k, &v), &len, &mut out, heads),
+        attend(&t(&[batch, 2, 3 * c]), (&k, &v), &pos, &mut out, heads),
         "qkv"
     ));
     assert!(is_shape_error(
-        attend(&t(&[batch, 1, 3 * c + 3]), (&k, &v), &len, &mut out, heads),
+        attend(&t(&[batch, 1, 3 * c + 3]), (&k, &v), &pos, &mut out, heads),
         "qkv"
     ));
     assert!(is_shape_error(
-        attend(&qkv, (&t(&[capacity, c]), &v), &len, &mut out, heads),
+        attend(&qkv, (&t(&[capacity, c]), &v), &pos, &mut out, heads),
         "k_cache"
     ));
     let short = t(&[batch, capacity - 1, c]);
     assert!(is_shape_error(
-        attend(&qkv, (&k, &short), &len, &mut out, heads),
+        attend(&qkv, (&k, &short), &pos, &mut out, heads),
         "v_cache"
     ));
-    let len3 = HostTensor::<i32>::full(&[batch + 1], 1);
-    assert!(is_shape_error(attend(&qkv, (&k, &v), &len3, &mut out, heads), "len"));
+    let pos3 = HostTensor::<i32>::full(&[batch + 1], 0);
+    assert!(is_shape_error(attend(&qkv, (&k, &v), &pos3, &mut out, heads), "pos"));
     assert!(is_shape_error(
-        attend(&qkv, (&k, &v), &len, &mut t(&[batch, c]), heads),
+        attend(&qkv, (&k, &v), &pos, &mut t(&[batch, c]), heads),
         "out"
     ));
     // Heads of 48 columns are not built; 5 heads do not divide 96; nor do 0.
     for heads in [2, 5, 0] {
-        assert!(is_shape_error(attend(&qkv, (&k, &v), &len, &mut out, heads), "heads"));
+        assert!(is_shape_error(attend(&qkv, (&k, &v), &pos, &mut out, heads), "heads"));
     }
     // Heads of 96 pass the checks above: not built either.
     assert!(is_shape_error(
-        attend(&qkv, (&k, &v), &len, &mut out, 1),
+        attend(&qkv, (&k, &v), &pos, &mut out, 1),
         "heads of 32, 64 or 128"
     ));
     assert!(out.to_vec().iter().all(|x| x.is_nan()), "a failed call wrote out");
@@ -434,7 +435,7 @@ fn mismatched_shapes_are_typed_errors_and_launch_nothing() {
     // Splits a cluster does not take: none, not a power of two, too many.
     for splits in [0, 3, MAX_SPLITS + 1, 2 * MAX_SPLITS] {
         let (mut k1, mut v1) = (k.clone(), v.clone());
-        let r = decode::attention(&Cpu, &qkv, (&mut k1, &mut v1), &len, &mut out, heads, splits);
+        let r = decode::attention(&Cpu, &qkv, (&mut k1, &mut v1), &pos, &mut out, heads, splits);
         assert!(is_shape_error(r, "splits"));
         assert!(k1.to_vec().iter().all(|&x| x == 1.0), "a failed call wrote the cache");
     }
@@ -490,9 +491,9 @@ fn gpu_decode_attention_matches_f64_reference_and_cpu(device: Arc<Device>) {
         d: 64,
         pad: 0,
     };
-    let len = [1, 1000, 513, 64];
-    let gpu = decode_case::<bf16, _>(&s, &mut Rng::new(7), shape, &len, Some(1), bf16::TOL);
-    let cpu = decode_case::<bf16, _>(&Cpu, &mut Rng::new(7), shape, &len, Some(1), bf16::TOL);
+    let pos = [0, 999, 512, 63];
+    let gpu = decode_case::<bf16, _>(&s, &mut Rng::new(7), shape, &pos, Some(1), bf16::TOL);
+    let cpu = decode_case::<bf16, _>(&Cpu, &mut Rng::new(7), shape, &pos, Some(1), bf16::TOL);
     assert_rows_close("decode bf16 GPU vs CPU", &gpu, &cpu, shape.batch, 1e-2);
     // A long cache at batch 1: the splits the device picks, and the most.
     let shape = Shape {
@@ -503,7 +504,7 @@ fn gpu_decode_attention_matches_f64_reference_and_cpu(device: Arc<Device>) {
         pad: 0,
     };
     for splits in [None, Some(MAX_SPLITS)] {
-        decode_case::<f16, _>(&s, &mut Rng::new(8), shape, &[19999], splits, f16::TOL);
+        decode_case::<f16, _>(&s, &mut Rng::new(8), shape, &[19998], splits, f16::TOL);
     }
     let mut rng = Rng::new(9);
     for splits in [Some(4), None] {
@@ -518,11 +519,11 @@ fn gpu_decode_attention_matches_f64_reference_and_cpu(device: Arc<Device>) {
             &s,
             &mut rng,
             shape,
-            &[0, 71, i32::MAX, -5, i32::MIN, 70],
+            &[-1, 70, i32::MAX, -5, i32::MIN, 69],
             splits,
             f32_tol,
         );
-        assert!(got[..64].iter().all(|&x| x == 0.0), "len 0 gave {:?}", &got[..64]);
+        assert!(got[..64].iter().all(|&x| x == 0.0), "pos -1 gave {:?}", &got[..64]);
     }
 }
 
@@ -560,8 +561,8 @@ fn main() -> ExitCode {
             one_key_gives_its_value_exactly_over_empty_splits,
         ),
         Test::new(
-            "lengths_outside_the_cache_are_clamped",
-            lengths_outside_the_cache_are_clamped,
+            "positions_outside_the_cache_are_clamped",
+            positions_outside_the_cache_are_clamped,
         ),
         Test::new(
             "kv_write_copies_at_ragged_starts_and_drops_rows_outside_the_cache",
