@@ -15,6 +15,8 @@
 #   gpt2      the gpt2 bench on GPT-2 124M's shape (random weights), then the
 #             gpt-fast-style decoder on the same checkpoint
 #   xl        the gpt2 bench on gpt2-xl's shape
+#   breakdown a decode step's kernels by time (ncu, then
+#             benches/decode_breakdown.py), GPT-2 124M's and gpt2-xl's shapes
 #   tp        the tensor-parallel bench on gpt2-xl's shape (2 GPUs or more)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -55,6 +57,20 @@ step() {
             checkpoint /tmp/gpt2 124m && "$bin/bench-gpt2" /tmp/gpt2 && python3 benches/gpt2_fast.py /tmp/gpt2
             ;;
         xl) checkpoint /tmp/xl xl && "$bin/bench-gpt2" /tmp/xl ;;
+        breakdown)
+            # The gpt2 bench's 16-token prompt, 64 new tokens: the first run
+            # tunes (cached), the second is profiled kernel by kernel.
+            for m in gpt2:124m xl:xl; do
+                dir=/tmp/${m%%:*}
+                checkpoint "$dir" "${m##*:}" || return 1
+                gen=("$bin/generate" --model "$dir" --dtype bf16 --temperature 0 --ignore-eos --max-new-tokens 64
+                    --prompt "The meaning of life is a question that has been asked by the largest of all")
+                "${gen[@]}" >/dev/null || return 1
+                ncu --csv --log-file "$out/breakdown-${m%%:*}.csv" --metrics gpu__time_duration.sum \
+                    --cache-control none --clock-control none "${gen[@]}" >/dev/null || return 1
+                python3 benches/decode_breakdown.py "$out/breakdown-${m%%:*}.csv" || return 1
+            done
+            ;;
         tp) checkpoint /tmp/xl xl && NCCL_NVLS_ENABLE=0 "$bin/bench-tensor_parallel" /tmp/xl ;;
         *)
             echo "run.sh: no step $1" >&2

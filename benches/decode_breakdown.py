@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A decode step's time by kernel, from an ncu CSV of `generate`.
+
+    ncu --csv --log-file step.csv --metrics gpu__time_duration.sum \
+        --cache-control none --clock-control none \
+        generate --model DIR --dtype bf16 --temperature 0 --ignore-eos \
+        --max-new-tokens 8 --prompt "..."
+    python3 benches/decode_breakdown.py step.csv
+
+A step starts with its `embedding` kernel, so the launches are cut there;
+the last step is the table (each kernel profiled alone: no dependent
+launch overlaps its start). Kernels are grouped by name and grid, which
+tells a layer's products apart (QKV and `fc` share a kernel).
+"""
+
+import csv
+import sys
+from collections import OrderedDict
+
+
+def launches(path):
+    """(kernel name, grid, µs) per profiled launch, in launch order."""
+    with open(path, newline="") as f:
+        lines = [line for line in f if line.startswith('"')]
+    rows = []
+    for r in csv.DictReader(lines):
+        if r["Metric Name"] != "gpu__time_duration.sum":
+            continue
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
+        us = float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]]
+        rows.append((r["Kernel Name"], r["Grid Size"], us))
+    return rows
+
+
+def steps(rows):
+    """The launches cut at each `embedding` kernel."""
+    out = []
+    for row in rows:
+        if row[0].startswith("embedding") or not out:
+            out.append([])
+        out[-1].append(row)
+    return out
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    all_steps = steps(launches(sys.argv[1]))
+    if len(all_steps) < 3:
+        sys.exit(f"{sys.argv[1]}: {len(all_steps)} steps; profile a prefill and two decode steps or more")
+    step, before = all_steps[-1], all_steps[-2]
+    if len(step) != len(before):
+        sys.exit(f"the last step has {len(step)} launches and the one before {len(before)}: no steady step")
+    total = sum(us for _, _, us in step)
+    groups = OrderedDict()
+    for name, grid, us in step:
+        g = groups.setdefault((name, grid), [0, 0.0])
+        g[0] += 1
+        g[1] += us
+    print(f"{len(all_steps) - 1} decode steps profiled; the last: {len(step)} kernels, {total:.1f} us one at a time")
+    print()
+    print("| kernel | grid | launches | µs each | µs | share |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    for (name, grid), (n, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        print(f"| `{name}` | {grid} | {n} | {us / n:.2f} | {us:.1f} | {100 * us / total:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
