@@ -1,10 +1,7 @@
 #!/usr/bin/env python3
-"""A decode step's time by kernel, from an ncu CSV of `generate`.
+"""A decode step's time by kernel, from an ncu CSV of `generate`'s
+`gpu__time_duration.sum` (as `benches/device/run.sh breakdown` writes it):
 
-    ncu --csv --log-file step.csv --metrics gpu__time_duration.sum \
-        --cache-control none --clock-control none \
-        generate --model DIR --dtype bf16 --temperature 0 --ignore-eos \
-        --max-new-tokens 8 --prompt "..."
     python3 benches/decode_breakdown.py step.csv
 
 A step starts with its `embedding` kernel, so the launches are cut there;
@@ -15,7 +12,9 @@ tells a layer's products apart (QKV and `fc` share a kernel).
 
 import csv
 import sys
-from collections import OrderedDict
+
+# ncu's duration units, in µs.
+US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
 
 
 def launches(path):
@@ -26,8 +25,7 @@ def launches(path):
     for r in csv.DictReader(lines):
         if r["Metric Name"] != "gpu__time_duration.sum":
             continue
-        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
-        us = float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]]
+        us = float(r["Metric Value"].replace(",", "")) * US[r["Metric Unit"]]
         rows.append((r["Kernel Name"], r["Grid Size"], us))
     return rows
 
@@ -52,7 +50,7 @@ def main():
     if len(step) != len(before):
         sys.exit(f"the last step has {len(step)} launches and the one before {len(before)}: no steady step")
     total = sum(us for _, _, us in step)
-    groups = OrderedDict()
+    groups = {}
     for name, grid, us in step:
         g = groups.setdefault((name, grid), [0, 0.0])
         g[0] += 1

@@ -61,14 +61,15 @@ step() {
             # The gpt2 bench's 16-token prompt, 64 new tokens: the first run
             # tunes (cached), the second is profiled kernel by kernel.
             for m in gpt2:124m xl:xl; do
-                dir=/tmp/${m%%:*}
+                name=${m%%:*}
+                dir=/tmp/$name
                 checkpoint "$dir" "${m##*:}" || return 1
                 gen=("$bin/generate" --model "$dir" --dtype bf16 --temperature 0 --ignore-eos --max-new-tokens 64
                     --prompt "The meaning of life is a question that has been asked by the largest of all")
                 "${gen[@]}" >/dev/null || return 1
-                ncu --csv --log-file "$out/breakdown-${m%%:*}.csv" --metrics gpu__time_duration.sum \
+                ncu --csv --log-file "$out/breakdown-$name.csv" --metrics gpu__time_duration.sum \
                     --cache-control none --clock-control none "${gen[@]}" >/dev/null || return 1
-                python3 benches/decode_breakdown.py "$out/breakdown-${m%%:*}.csv" || return 1
+                python3 benches/decode_breakdown.py "$out/breakdown-$name.csv" || return 1
             done
             ;;
         tp) checkpoint /tmp/xl xl && NCCL_NVLS_ENABLE=0 "$bin/bench-tensor_parallel" /tmp/xl ;;
