@@ -26,7 +26,10 @@
 // persistent kernel that does not run ahead); "independent" (no waits:
 // wrong results, the consumers' own ceiling); "ring only" (no waits, no
 // math: the ring's); "waits and counts only" (no weights: the chain of
-// latencies alone).
+// latencies alone). The chain's co-resident cases cap each kernel's grid at
+// a few blocks an SM, so that the next kernel's blocks fit beside it and
+// prefetch their weights while it streams (2026-12-02: slower than the
+// chain, 11-25% of the bound against 35.6%).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
 //
@@ -74,60 +77,75 @@ __host__ __device__ __forceinline__ float epilogue(float acc) { return acc * 0.0
 
 // ----------------------------------------------- the chain: a kernel a product
 
-enum { PDL = 1, OWN = 2 };
+enum { PDL = 1, OWN = 2, EARLY = 4 };
 
 // A warp per R rows, each lane 16-byte pieces of them; weights prefetched
 // into L2 before the wait for the previous kernel (OWN), as tile's gemv does.
+// The warps take turns over the row groups (a grid-stride loop), so a grid
+// smaller than the rows' (`co-resident`: a few blocks an SM, leaving room
+// for the next kernel's) covers them; EARLY lets the next kernel launch at
+// this one's start instead of after its wait, so that its blocks, resident
+// beside this one's, prefetch their weights while this one streams.
 template <int K, int R, int MODE>
 __global__ void __launch_bounds__(128) gemv(const bf* __restrict__ x, const bf* __restrict__ w, bf* __restrict__ y,
                                             int N) {
     constexpr int P = K / 8, PC = P < 200 ? P : 200, J = (PC + 31) / 32;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int n0 = (blockIdx.x * 4 + warp) * R;
+    const int first = blockIdx.x * 4 + warp, stride = gridDim.x * 4;
+    if (MODE & EARLY) asm volatile("griddepcontrol.launch_dependents;");
     if (MODE & OWN) {
-        for (int r = 0; r < R; r++)
-            for (int l = lane; l < K * 2 / 128; l += 32)
-                if (n0 + r < N)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)(w + (size_t)(n0 + r) * K) + l * 128));
+        for (int n0 = first * R; n0 < N; n0 += stride * R)
+            for (int r = 0; r < R; r++)
+                for (int l = lane; l < K * 2 / 128; l += 32)
+                    if (n0 + r < N)
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)(w + (size_t)(n0 + r) * K) +
+                                                                     l * 128));
     }
     if (MODE & PDL) {
         asm volatile("griddepcontrol.wait;" ::: "memory");
-        asm volatile("griddepcontrol.launch_dependents;");
+        if (!(MODE & EARLY)) asm volatile("griddepcontrol.launch_dependents;");
     }
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.f;
 #pragma unroll 1
-    for (int c = 0; c < P; c += PC) {
-        uint4 ws[R][J];
+    for (int n0 = first * R; n0 < N; n0 += stride * R) {
+        float acc[R];
 #pragma unroll
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) acc[r] = 0.f;
+#pragma unroll 1
+        for (int c = 0; c < P; c += PC) {
+            uint4 ws[R][J];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int j = 0; j < J; j++) {
+                    int p = c + lane + 32 * j;
+                    ws[r][j] = p < c + PC && p < P && n0 + r < N
+                                   ? __ldcs((const uint4*)(w + (size_t)(n0 + r) * K) + p)
+                                   : make_uint4(0, 0, 0, 0);
+                }
 #pragma unroll
             for (int j = 0; j < J; j++) {
                 int p = c + lane + 32 * j;
-                ws[r][j] = p < c + PC && p < P && n0 + r < N ? __ldcs((const uint4*)(w + (size_t)(n0 + r) * K) + p)
-                                                              : make_uint4(0, 0, 0, 0);
+                uint4 xs = p < c + PC && p < P ? __ldcg((const uint4*)x + p) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+                for (int r = 0; r < R; r++) acc[r] += dot8(ws[r][j], xs);
             }
-#pragma unroll
-        for (int j = 0; j < J; j++) {
-            int p = c + lane + 32 * j;
-            uint4 xs = p < c + PC && p < P ? __ldcg((const uint4*)x + p) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-            for (int r = 0; r < R; r++) acc[r] += dot8(ws[r][j], xs);
         }
-    }
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        float a = acc[r];
-        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
-        if (lane == 0 && n0 + r < N) y[n0 + r] = __float2bfloat16(epilogue(a));
+        for (int r = 0; r < R; r++) {
+            float a = acc[r];
+            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+            if (lane == 0 && n0 + r < N) y[n0 + r] = __float2bfloat16(epilogue(a));
+        }
     }
 }
 
+// `blocks`: at most that many blocks (a co-resident grid), 0 for a block
+// per 4 R rows.
 template <int K, int R>
-void launch_gemv(cudaStream_t s, int mode, const bf* x, const bf* w, bf* y, int N) {
+void launch_gemv(cudaStream_t s, int mode, int blocks, const bf* x, const bf* w, bf* y, int N) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((N + 4 * R - 1) / (4 * R));
+    const int full = (N + 4 * R - 1) / (4 * R);
+    cfg.gridDim = dim3(blocks ? std::min(blocks, full) : full);
     cfg.blockDim = dim3(128);
     cfg.stream = s;
     cudaLaunchAttribute attr[1];
@@ -135,8 +153,12 @@ void launch_gemv(cudaStream_t s, int mode, const bf* x, const bf* w, bf* y, int 
     attr[0].val.programmaticStreamSerializationAllowed = (mode & PDL) != 0;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (mode & OWN)
+    if (mode == (PDL | OWN | EARLY))
+        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | OWN | EARLY>, x, w, y, N));
+    else if (mode == (PDL | OWN))
         CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | OWN>, x, w, y, N));
+    else if (mode == (PDL | EARLY))
+        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | EARLY>, x, w, y, N));
     else if (mode & PDL)
         CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL>, x, w, y, N));
     else
@@ -416,17 +438,18 @@ int main(int argc, char** argv) {
         printf("\n%s: %d products, weights %.1f MB, bound %.1f us\n", m.name, count, bytes / 1e6, bound_us);
 
         // One step of the chain of kernels, in the stream.
-        auto chain = [&](int mode) {
+        auto chain = [&](int mode, int per_sm) {
+            const int blocks = per_sm * sms;
             for (int p = 0; p < count; p++) {
                 const Product& q = table[p];
                 if (q.k == C && C == 1600)
-                    launch_gemv<1600, 2>(s, mode, q.x, q.w, q.y, q.n);
+                    launch_gemv<1600, 2>(s, mode, blocks, q.x, q.w, q.y, q.n);
                 else if (q.k == C)
-                    launch_gemv<768, 2>(s, mode, q.x, q.w, q.y, q.n);
+                    launch_gemv<768, 2>(s, mode, blocks, q.x, q.w, q.y, q.n);
                 else if (C == 1600)
-                    launch_gemv<6400, 1>(s, mode, q.x, q.w, q.y, q.n);
+                    launch_gemv<6400, 1>(s, mode, blocks, q.x, q.w, q.y, q.n);
                 else
-                    launch_gemv<3072, 1>(s, mode, q.x, q.w, q.y, q.n);
+                    launch_gemv<3072, 1>(s, mode, blocks, q.x, q.w, q.y, q.n);
             }
         };
         // One step of the persistent kernel, or an error where it cannot run.
@@ -453,10 +476,18 @@ int main(int argc, char** argv) {
             const char* name;
             int chain_mode;  // -1: the persistent kernel
             int consumers, stages, run;
+            int per_sm = 0;  // the chain's blocks an SM (co-resident grids); 0: a block per 4 R rows
         };
         const Case cases[] = {
             {"chain, dependent launch, own rows prefetched (as tile)", PDL | OWN, 0, 0, 0},
             {"chain, no dependent launch", 0, 0, 0, 0},
+            {"chain, as tile, dependents launched at the start", PDL | OWN | EARLY, 0, 0, 0},
+            {"chain co-resident, 1 block an SM, dependents at the start", PDL | OWN | EARLY, 0, 0, 0, 1},
+            {"chain co-resident, 2 blocks an SM, dependents at the start", PDL | OWN | EARLY, 0, 0, 0, 2},
+            {"chain co-resident, 3 blocks an SM, dependents at the start", PDL | OWN | EARLY, 0, 0, 0, 3},
+            {"chain co-resident, 4 blocks an SM, dependents at the start", PDL | OWN | EARLY, 0, 0, 0, 4},
+            {"chain co-resident, 2 blocks an SM, dependents after the wait", PDL | OWN, 0, 0, 0, 2},
+            {"chain co-resident, 2 blocks an SM, no prefetch", PDL | EARLY, 0, 0, 0, 2},
             {"persistent, ring runs ahead, 4 consumer warps, 16 stages", -1, 4, 16, AHEAD},
             {"persistent, ring runs ahead, 8 consumer warps, 16 stages", -1, 8, 16, AHEAD},
             {"persistent, ring runs ahead, 16 consumer warps, 16 stages", -1, 16, 16, AHEAD},
@@ -474,7 +505,7 @@ int main(int argc, char** argv) {
                 if (c.chain_mode >= 0) {
                     cudaGraph_t g;
                     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-                    chain(c.chain_mode);
+                    chain(c.chain_mode, c.per_sm);
                     CK(cudaStreamEndCapture(s, &g));
                     CK(cudaGraphInstantiate(&ex, g, 0));
                     CK(cudaGraphDestroy(g));
