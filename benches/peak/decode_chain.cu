@@ -31,6 +31,15 @@
 // prefetch their weights while it streams (2026-12-02: slower than the
 // chain, 11-25% of the bound against 35.6%).
 //
+// The staged chains keep a kernel a product but move its weights through
+// shared memory by bulk copies issued before the wait for the previous
+// kernel, so the bytes in flight cost no registers: "block-tile" as tile's
+// gemv grids are (a block per few whole rows, up to 16 blocks an SM), and
+// a ring (one block an SM, a producer warp refilling slots). Predicted
+// before their first run: xl 60-70% of the bound. Measured (H200,
+// 2026-12-02): block tiles of 2x rows 67% on xl (35% as tile runs it),
+// 38% on GPT-2 124M (21%); the ring 55-59% and 31-35%.
+//
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
 //
 // Each mode that computes the chain (all but "independent", "ring only"
@@ -188,11 +197,19 @@ __device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// Until the phase of `parity` completes, trapping after seconds (a lost
+// copy must not hang the machine).
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile(
-        "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
-        "r"(parity)
-        : "memory");
+    for (long long spins = 0;; spins++) {
+        unsigned done;
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+        if (done) return;
+        if (spins > (1ll << 22)) asm volatile("trap;");
+    }
 }
 __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
@@ -340,6 +357,186 @@ __global__ void __launch_bounds__(32 * (C + 1), 1)
     }
 }
 
+// ------------------------------------- the chain, weights staged by bulk copies
+
+// A kernel a product, as the chain, but its weights go through shared
+// memory instead of registers: one block an SM takes a contiguous range of
+// the product's rows, in stages of R whole rows (one bulk copy each) through
+// a ring of S slots; the block's last warp issues the copies before its
+// consumers wait for the previous kernel, and refills the slots the
+// consumers free. The dependents launch at the kernel's start (EARLY), so
+// that the next kernel's block, resident beside this one (two rings fit an
+// SM), has its first S stages streaming while this one computes and drains:
+// DRAM need not idle at the boundary, and the bytes in flight cost no
+// registers. Consumer warp w multiplies the block's stages w, w + W, ...
+// with x in shared memory.
+template <int K, int R, int W, bool EARLY>
+__global__ void __launch_bounds__(32 * (W + 1))
+    staged(const bf* __restrict__ x, const bf* __restrict__ w, bf* __restrict__ y, int N, int S) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int P = K / 8, STAGE = R * K * 2;
+    const unsigned base = (unsigned)__cvta_generic_to_shared(smem);
+    const unsigned full = base, empty = base + 8 * S;
+    uint4* xs = (uint4*)(smem + 128 * ((16 * S + 127) / 128));
+    const unsigned slots = base + 128 * ((16 * S + 127) / 128) + K * 2;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
+    const int T = (N + R - 1) / R, s0 = T * b / G, ns = T * (b + 1) / G - s0;  // my stages
+    // A warp that reused a slot a phase ahead would read the barrier's
+    // previous phase as complete.
+    if (W > S && ns > S) asm volatile("trap;");
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, 1);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (EARLY) asm volatile("griddepcontrol.launch_dependents;");
+    if (warp == W) {  // the producer: weights are no kernel's output, so it never waits
+        if (lane == 0)
+            for (int j = 0; j < ns; j++) {
+                const int s = j % S, r = (s0 + j) * R;
+                if (j >= S) mbar_wait(empty + 8 * s, ((j / S) - 1) & 1);
+                const unsigned bytes = min(R, N - r) * K * 2;
+                mbar_expect(full + 8 * s, bytes);
+                bulk_copy(slots + s * STAGE, w + (size_t)r * K, bytes, full + 8 * s);
+            }
+        return;
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!EARLY) asm volatile("griddepcontrol.launch_dependents;");
+    for (int j = threadIdx.x; j < P; j += 32 * W) xs[j] = __ldcg((const uint4*)x + j);
+    bar_consumers(32 * W);
+    for (int j = warp; j < ns; j += W) {
+        const int s = j % S, r0 = (s0 + j) * R;
+        mbar_wait(full + 8 * s, (j / S) & 1);
+        const uint4* st = (const uint4*)(smem + (slots - base) + s * STAGE);
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) acc[r] = 0.f;
+#pragma unroll 2
+        for (int p = lane; p < P; p += 32) {
+            const uint4 xv = xs[p];
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] += dot8(st[r * P + p], xv);
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + 8 * s);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float a = acc[r];
+            for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+            if (lane == r && r0 + r < N) y[r0 + r] = __float2bfloat16(epilogue(a));
+        }
+    }
+}
+
+template <int K, int R, int W, bool EARLY>
+void launch_staged(cudaStream_t s, int sms, int ring, const bf* x, const bf* w, bf* y, int N) {
+    const int T = (N + R - 1) / R, G = std::min(sms, T), S = std::min(ring, (T + G - 1) / G);
+    const int smem = 128 * ((16 * S + 127) / 128) + K * 2 + S * R * K * 2;
+    auto k = staged<K, R, W, EARLY>;
+    static bool set = false;
+    if (!set) {
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+        set = true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(G);
+    cfg.blockDim = dim3(32 * (W + 1));
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, k, x, w, y, N, S));
+}
+
+// A block per BN whole rows, as tile's gemv grids are, each block's rows
+// bulk-copied into its shared memory at its start (one copy a row), before
+// it waits for the previous kernel: with few registers a block, up to 16
+// blocks an SM keep their rows in flight, and as this kernel's blocks
+// leave, the next kernel's take their place and issue their copies while
+// the rest of this one drains. Thread t multiplies 16-byte pieces t,
+// t + 128, ... of every row against x (from L2); the block sums through
+// shared memory.
+template <int K, int BN, bool EARLY>
+__global__ void __launch_bounds__(128) tiles(const bf* __restrict__ x, const bf* __restrict__ w, bf* __restrict__ y,
+                                             int N) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int P = K / 8;
+    __shared__ unsigned long long bar;
+    __shared__ float part[4][BN];
+    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar), rows = (unsigned)__cvta_generic_to_shared(smem);
+    const int n0 = blockIdx.x * BN, nr = min(BN, N - n0), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        mbar_init(b, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect(b, nr * K * 2);
+        for (int r = 0; r < nr; r++) bulk_copy(rows + r * K * 2, w + (size_t)(n0 + r) * K, K * 2, b);
+    }
+    if (EARLY) asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!EARLY) asm volatile("griddepcontrol.launch_dependents;");
+    __syncthreads();  // the barrier's init before anyone waits on it
+    float acc[BN];
+#pragma unroll
+    for (int r = 0; r < BN; r++) acc[r] = 0.f;
+    uint4 xv[(P + 127) / 128];
+#pragma unroll
+    for (int j = 0; j < (P + 127) / 128; j++) {
+        const int p = threadIdx.x + 128 * j;
+        xv[j] = p < P ? __ldcg((const uint4*)x + p) : make_uint4(0, 0, 0, 0);
+    }
+    mbar_wait(b, 0);
+    const uint4* st = (const uint4*)smem;
+#pragma unroll
+    for (int j = 0; j < (P + 127) / 128; j++) {
+        const int p = threadIdx.x + 128 * j;
+        if (p < P)
+#pragma unroll
+            for (int r = 0; r < BN; r++)
+                if (r < nr) acc[r] += dot8(st[r * P + p], xv[j]);
+    }
+#pragma unroll
+    for (int r = 0; r < BN; r++) {
+        float a = acc[r];
+        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+        if (lane == 0) part[warp][r] = a;
+    }
+    __syncthreads();
+    if (threadIdx.x < nr) {
+        const float a = part[0][threadIdx.x] + part[1][threadIdx.x] + part[2][threadIdx.x] + part[3][threadIdx.x];
+        y[n0 + threadIdx.x] = __float2bfloat16(epilogue(a));
+    }
+}
+
+template <int K, int BN, bool EARLY>
+void launch_tiles(cudaStream_t s, const bf* x, const bf* w, bf* y, int N) {
+    auto k = tiles<K, BN, EARLY>;
+    static bool set = false;
+    if (!set) {
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, BN * K * 2));
+        CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+        set = true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((N + BN - 1) / BN);
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = BN * K * 2;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, k, x, w, y, N));
+}
+
 // ------------------------------------------------------------------- host
 
 struct Model {
@@ -381,7 +578,7 @@ int main(int argc, char** argv) {
 
     const Model models[] = {{"gpt2-xl", 1600, 48, 12800}, {"gpt2", 768, 12, 12288}};
     for (const Model& m : models) {
-        if (argc > 1 && strcmp(argv[1], m.name)) continue;
+        if (argc > 1 && strcmp(argv[1], "all") && strcmp(argv[1], m.name)) continue;
         const int C = m.c, kinds[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};  // {K, N}
         const int count = 4 * m.layers;
 
@@ -452,6 +649,64 @@ int main(int argc, char** argv) {
                     launch_gemv<3072, 1>(s, mode, blocks, q.x, q.w, q.y, q.n);
             }
         };
+        // One step of the chain of staged kernels (W consumer warps, a ring
+        // of `ring` slots, dependents launched at the start or after the wait).
+        auto staged_chain = [&](int warps, int ring, bool early) {
+            for (int p = 0; p < count; p++) {
+                const Product& q = table[p];
+#define STAGED(K, R)                                                                   \
+    do {                                                                               \
+        if (warps == 4 && early)                                                       \
+            launch_staged<K, R, 4, true>(s, sms, ring, q.x, q.w, q.y, q.n);           \
+        else if (warps == 4)                                                           \
+            launch_staged<K, R, 4, false>(s, sms, ring, q.x, q.w, q.y, q.n);          \
+        else if (early)                                                                \
+            launch_staged<K, R, 8, true>(s, sms, ring, q.x, q.w, q.y, q.n);           \
+        else                                                                           \
+            launch_staged<K, R, 8, false>(s, sms, ring, q.x, q.w, q.y, q.n);          \
+    } while (0)
+                if (q.k == C && C == 1600)
+                    STAGED(1600, 4);
+                else if (q.k == C)
+                    STAGED(768, 8);
+                else if (C == 1600)
+                    STAGED(6400, 1);
+                else
+                    STAGED(3072, 2);
+#undef STAGED
+            }
+        };
+        // One step of the chain of tile-shaped staged kernels (a block per
+        // BN whole rows, each row one bulk copy).
+        auto tiles_chain = [&](bool early, int scale) {
+            for (int p = 0; p < count; p++) {
+                const Product& q = table[p];
+#define TILES(K, BN)                                                                    \
+    do {                                                                                \
+        if (early)                                                                      \
+            launch_tiles<K, BN, true>(s, q.x, q.w, q.y, q.n);                           \
+        else                                                                            \
+            launch_tiles<K, BN, false>(s, q.x, q.w, q.y, q.n);                          \
+    } while (0)
+                if (q.k == C && C == 1600 && scale == 2)
+                    TILES(1600, 8);
+                else if (q.k == C && C == 1600)
+                    TILES(1600, 4);
+                else if (q.k == C && scale == 2)
+                    TILES(768, 8);
+                else if (q.k == C)
+                    TILES(768, 4);
+                else if (C == 1600 && scale == 2)
+                    TILES(6400, 2);
+                else if (C == 1600)
+                    TILES(6400, 1);
+                else if (scale == 2)
+                    TILES(3072, 2);
+                else
+                    TILES(3072, 1);
+#undef TILES
+            }
+        };
         // One step of the persistent kernel, or an error where it cannot run.
         auto persistent_step = [&](int consumers, int stages, int run) -> cudaError_t {
             const int smem = stages * (m.stage_bytes + STAGE_GAP) + 16 * stages + 2 * 4 * C + 256;
@@ -474,7 +729,7 @@ int main(int argc, char** argv) {
 
         struct Case {
             const char* name;
-            int chain_mode;  // -1: the persistent kernel
+            int chain_mode;  // -1: the persistent kernel; -2: the staged chain (consumers, stages: its ring, run: early); -3: the block-tile staged chain (stages: rows a block x1 or x2, run: early)
             int consumers, stages, run;
             int per_sm = 0;  // the chain's blocks an SM (co-resident grids); 0: a block per 4 R rows
         };
@@ -488,6 +743,17 @@ int main(int argc, char** argv) {
             {"chain co-resident, 4 blocks an SM, dependents at the start", PDL | OWN | EARLY, 0, 0, 0, 4},
             {"chain co-resident, 2 blocks an SM, dependents after the wait", PDL | OWN, 0, 0, 0, 2},
             {"chain co-resident, 2 blocks an SM, no prefetch", PDL | EARLY, 0, 0, 0, 2},
+            {"block-tile staged chain, 1x rows, dependents at the start", -3, 0, 1, 1},
+            {"block-tile staged chain, 1x rows, dependents after the wait", -3, 0, 1, 0},
+            {"block-tile staged chain, 2x rows, dependents at the start", -3, 0, 2, 1},
+            {"block-tile staged chain, 2x rows, dependents after the wait", -3, 0, 2, 0},
+            {"staged chain, 8 warps, 8 slots, dependents after the wait", -2, 8, 8, 0},
+            {"staged chain, 4 warps, 8 slots, dependents at the start", -2, 4, 8, 1},
+            {"staged chain, 8 warps, 8 slots, dependents at the start", -2, 8, 8, 1},
+            {"staged chain, 4 warps, 6 slots, dependents at the start", -2, 4, 6, 1},
+            {"staged chain, 4 warps, 4 slots, dependents at the start", -2, 4, 4, 1},
+            {"staged chain, 4 warps, 16 slots, dependents at the start", -2, 4, 16, 1},
+            {"staged chain, 4 warps, 8 slots, dependents after the wait", -2, 4, 8, 0},
             {"persistent, ring runs ahead, 4 consumer warps, 16 stages", -1, 4, 16, AHEAD},
             {"persistent, ring runs ahead, 8 consumer warps, 16 stages", -1, 8, 16, AHEAD},
             {"persistent, ring runs ahead, 16 consumer warps, 16 stages", -1, 16, 16, AHEAD},
@@ -498,14 +764,21 @@ int main(int argc, char** argv) {
         };
         for (int round = 0; round < 2; round++)
             for (const Case& c : cases) {
+                if (argc > 2 && !strstr(c.name, argv[2])) continue;
+                fprintf(stderr, "(%s: %s)\n", m.name, c.name);
                 // Check one step from x = 0.1 with the intermediates poisoned.
                 CK(cudaMemcpy(a, x0.data(), 4 * C * 2, cudaMemcpyHostToDevice));
                 for (bf* p : {qkv, bb, cc}) CK(cudaMemcpy(p, poison.data(), 4 * C * 2, cudaMemcpyHostToDevice));
                 cudaGraphExec_t ex = nullptr;
-                if (c.chain_mode >= 0) {
+                if (c.chain_mode != -1) {
                     cudaGraph_t g;
                     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-                    chain(c.chain_mode, c.per_sm);
+                    if (c.chain_mode == -3)
+                        tiles_chain(c.run != 0, c.stages);
+                    else if (c.chain_mode == -2)
+                        staged_chain(c.consumers, c.stages, c.run != 0);
+                    else
+                        chain(c.chain_mode, c.per_sm);
                     CK(cudaStreamEndCapture(s, &g));
                     CK(cudaGraphInstantiate(&ex, g, 0));
                     CK(cudaGraphDestroy(g));
@@ -533,7 +806,7 @@ int main(int argc, char** argv) {
                     }
                 }
                 const double rel = std::sqrt(err / norm);
-                const char* verdict = c.chain_mode < 0 && c.run >= INDEPENDENT ? "not checked (not the product)"
+                const char* verdict = c.chain_mode == -1 && c.run >= INDEPENDENT ? "not checked (not the product)"
                                       : all_written && rel < 1e-2             ? "ok"
                                                                               : "WRONG";
                 // Time: median of 7 rounds of 10 steps, back to back.
@@ -556,6 +829,7 @@ int main(int argc, char** argv) {
                 const float us = per[per.size() / 2];
                 printf("round %d: %-64s %8.1f us a step, %5.1f%% of the bound; %s (rel. error %.1e)\n", round,
                        c.name, us, 100.0 * bound_us / us, verdict, rel);
+                fflush(stdout);
                 if (ex) CK(cudaGraphExecDestroy(ex));
             }
         for (bf* w : ws) CK(cudaFree(w));
