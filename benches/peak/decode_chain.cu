@@ -35,9 +35,8 @@
 // shared memory by bulk copies issued before the wait for the previous
 // kernel, so the bytes in flight cost no registers: "block-tile" as tile's
 // gemv grids are (a block per few whole rows, up to 16 blocks an SM), and
-// a ring (one block an SM, a producer warp refilling slots). Predicted
-// before their first run: xl 60-70% of the bound. Measured (H200,
-// 2026-12-02): block tiles of 2x rows 67% on xl (35% as tile runs it),
+// a ring (one block an SM, a producer warp refilling slots). No prediction
+// was written before their first run. Measured (H200, 2026-12-02): block tiles of 2x rows 67% on xl (35% as tile runs it),
 // 38% on GPT-2 124M (21%); the ring 55-59% and 31-35%.
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
