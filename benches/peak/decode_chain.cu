@@ -83,6 +83,31 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
 // chain's values bounded.
 __host__ __device__ __forceinline__ float epilogue(float acc) { return acc * 0.02f + 0.01f; }
 
+// Launches `k` on `s`, a programmatic dependent of the kernel before it
+// when `dependent`.
+template <typename... P, typename... A>
+void launch(void (*k)(P...), dim3 grid, dim3 block, int smem, cudaStream_t s, bool dependent, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = dependent;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+// Lets `k` take `bytes` of dynamic shared memory, with as much of each
+// SM's L1 as shared memory as it has (so that two kernels' blocks fit).
+template <typename... P>
+void allow_shared(void (*k)(P...), int bytes) {
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+}
+
 // ----------------------------------------------- the chain: a kernel a product
 
 enum { PDL = 1, OWN = 2, EARLY = 4 };
@@ -151,26 +176,19 @@ __global__ void __launch_bounds__(128) gemv(const bf* __restrict__ x, const bf* 
 // per 4 R rows.
 template <int K, int R>
 void launch_gemv(cudaStream_t s, int mode, int blocks, const bf* x, const bf* w, bf* y, int N) {
-    cudaLaunchConfig_t cfg = {};
     const int full = (N + 4 * R - 1) / (4 * R);
-    cfg.gridDim = dim3(blocks ? std::min(blocks, full) : full);
-    cfg.blockDim = dim3(128);
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = (mode & PDL) != 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const dim3 grid(blocks ? std::min(blocks, full) : full);
+    const bool dependent = (mode & PDL) != 0;
     if (mode == (PDL | OWN | EARLY))
-        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | OWN | EARLY>, x, w, y, N));
+        launch(gemv<K, R, PDL | OWN | EARLY>, grid, 128, 0, s, dependent, x, w, y, N);
     else if (mode == (PDL | OWN))
-        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | OWN>, x, w, y, N));
+        launch(gemv<K, R, PDL | OWN>, grid, 128, 0, s, dependent, x, w, y, N);
     else if (mode == (PDL | EARLY))
-        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL | EARLY>, x, w, y, N));
+        launch(gemv<K, R, PDL | EARLY>, grid, 128, 0, s, dependent, x, w, y, N);
     else if (mode & PDL)
-        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, PDL>, x, w, y, N));
+        launch(gemv<K, R, PDL>, grid, 128, 0, s, dependent, x, w, y, N);
     else
-        CK(cudaLaunchKernelEx(&cfg, gemv<K, R, 0>, x, w, y, N));
+        launch(gemv<K, R, 0>, grid, 128, 0, s, dependent, x, w, y, N);
 }
 
 // ------------------------------------------- the persistent kernel and its ring
@@ -435,24 +453,9 @@ template <int K, int R, int W, bool EARLY>
 void launch_staged(cudaStream_t s, int sms, int ring, const bf* x, const bf* w, bf* y, int N) {
     const int T = (N + R - 1) / R, G = std::min(sms, T), S = std::min(ring, (T + G - 1) / G);
     const int smem = 128 * ((16 * S + 127) / 128) + K * 2 + S * R * K * 2;
-    auto k = staged<K, R, W, EARLY>;
-    static bool set = false;
-    if (!set) {
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-        set = true;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(G);
-    cfg.blockDim = dim3(32 * (W + 1));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, k, x, w, y, N, S));
+    // The most any launch takes: each captured launch is checked against it.
+    allow_shared(staged<K, R, W, EARLY>, 227 * 1024);
+    launch(staged<K, R, W, EARLY>, G, 32 * (W + 1), smem, s, true, x, w, y, N, S);
 }
 
 // A block per BN whole rows, as tile's gemv grids are, each block's rows
@@ -516,24 +519,8 @@ __global__ void __launch_bounds__(128) tiles(const bf* __restrict__ x, const bf*
 
 template <int K, int BN, bool EARLY>
 void launch_tiles(cudaStream_t s, const bf* x, const bf* w, bf* y, int N) {
-    auto k = tiles<K, BN, EARLY>;
-    static bool set = false;
-    if (!set) {
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, BN * K * 2));
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-        set = true;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((N + BN - 1) / BN);
-    cfg.blockDim = dim3(128);
-    cfg.dynamicSmemBytes = BN * K * 2;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, k, x, w, y, N));
+    allow_shared(tiles<K, BN, EARLY>, BN * K * 2);
+    launch(tiles<K, BN, EARLY>, (N + BN - 1) / BN, 128, BN * K * 2, s, true, x, w, y, N);
 }
 
 // ------------------------------------------------------------------- host
