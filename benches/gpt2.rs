@@ -21,6 +21,9 @@
 //!   with top-k 50, and with top-k 50 and top-p 0.95;
 //! - the host's part of a decode step: the median time `queue_decode`
 //!   takes, with steps queued one ahead as `generate` queues them.
+//!
+//! `--decode-only` times greedy decoding alone (replayed and launched, in
+//! bf16 then f32), for A/B runs of two builds in one call.
 
 #[allow(dead_code)] // the helpers this bench does not use
 mod common;
@@ -116,12 +119,14 @@ fn host_time<T: Float>(s: &Stream, model: &Gpt<Stream, T>, batch: usize) -> [f64
     })
 }
 
-fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
+fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str, decode_only: bool) {
     let loading = Instant::now();
     let model: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();
     let ctx = model.config.n_positions;
     println!("{dtype}: load {:.2} s", loading.elapsed().as_secs_f64());
-    let shapes: &[(usize, usize)] = if dtype == "f32" {
+    let shapes: &[(usize, usize)] = if decode_only {
+        &[]
+    } else if dtype == "f32" {
         &[(8, 128)]
     } else {
         &[(16, 1024.min(ctx))]
@@ -129,7 +134,7 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
     for &(b, t) in shapes {
         println!("{dtype}: prefill B={b} T={t}: {:.2} ms", prefill(s, &model, b, t, 10));
     }
-    if dtype == "bf16" {
+    if dtype == "bf16" && !decode_only {
         let t = 1000.min(ctx);
         let [logits, token] = time_to_first_token(s, &model, t, 9);
         println!(
@@ -158,7 +163,7 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str) {
             "{dtype}: decode batch {batch}: the host's part of a step {host:.1} µs (queue_decode), \
              of {step:.1} µs a step"
         );
-        if dtype == "bf16" {
+        if dtype == "bf16" && !decode_only {
             let plain = Sampling {
                 temperature: 0.8,
                 seed: 1,
@@ -190,6 +195,7 @@ fn main() {
     };
     let Some(s) = gpu_stream("gpt2") else { return };
     let checkpoint = Checkpoint::from_dir(Path::new(&dir)).unwrap();
-    report::<bf16>(&s, &checkpoint, "bf16");
-    report::<f32>(&s, &checkpoint, "f32");
+    let decode_only = std::env::args().any(|a| a == "--decode-only");
+    report::<bf16>(&s, &checkpoint, "bf16", decode_only);
+    report::<f32>(&s, &checkpoint, "f32", decode_only);
 }
