@@ -124,14 +124,8 @@ fn report<T: Float>(s: &Stream, checkpoint: &Checkpoint, dtype: &str, decode_onl
     let model: Gpt<Stream, T> = Gpt::load(s, checkpoint).unwrap();
     let ctx = model.config.n_positions;
     println!("{dtype}: load {:.2} s", loading.elapsed().as_secs_f64());
-    let shapes: &[(usize, usize)] = if decode_only {
-        &[]
-    } else if dtype == "f32" {
-        &[(8, 128)]
-    } else {
-        &[(16, 1024.min(ctx))]
-    };
-    for &(b, t) in shapes {
+    if !decode_only {
+        let (b, t) = if dtype == "f32" { (8, 128) } else { (16, 1024.min(ctx)) };
         println!("{dtype}: prefill B={b} T={t}: {:.2} ms", prefill(s, &model, b, t, 10));
     }
     if dtype == "bf16" && !decode_only {
