@@ -32,6 +32,9 @@ pub struct Device {
     l2_bytes: usize,
     /// Shared memory one block may have (opting in past 48 KiB).
     block_shared_bytes: usize,
+    /// Shared memory an SM has at most, and what it reserves a block.
+    sm_shared_bytes: usize,
+    reserved_shared_bytes: usize,
     /// A smaller limit set for testing (see [`Device::limit_block_shared_bytes`]).
     block_shared_limit: AtomicUsize,
     functions: Mutex<HashMap<usize, Loaded>>,
@@ -118,11 +121,14 @@ impl Device {
         let attribute = |a| ctx.attribute(a).map_err(|e| Error::driver("cuDeviceGetAttribute", e));
         use cudarc::driver::sys::CUdevice_attribute::{
             CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK,
         };
         let sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let l2_bytes = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
         let block_shared_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        let sm_shared_bytes = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
+        let reserved_shared_bytes = attribute(CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?;
         if capability.0 < 9 {
             return Err(Error::UnsupportedDevice {
                 name,
@@ -151,6 +157,8 @@ impl Device {
             sm_count: sm_count.max(1) as u32,
             l2_bytes: l2_bytes.max(0) as usize,
             block_shared_bytes: block_shared_bytes.max(0) as usize,
+            sm_shared_bytes: sm_shared_bytes.max(0) as usize,
+            reserved_shared_bytes: reserved_shared_bytes.max(0) as usize,
             block_shared_limit: AtomicUsize::new(usize::MAX),
             functions: Mutex::new(HashMap::new()),
             launched: Mutex::new(BTreeSet::new()),
@@ -306,6 +314,17 @@ impl Device {
             )
             .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         }
+        // One L1/shared split for the kernels of a step (`carveout`'s doc).
+        let split = crate::carveout::carveout(
+            v.dynamic_shared_bytes + v.shared_bytes,
+            self.sm_shared_bytes,
+            self.reserved_shared_bytes,
+        );
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            split,
+        )
+        .map_err(|e| Error::driver("cuFuncSetAttribute", e))?;
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(v.threads, v.dynamic_shared_bytes, None)
             .map_err(|e| Error::driver("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;

@@ -16,6 +16,7 @@
 mod arg;
 pub mod autotune;
 mod backend;
+mod carveout;
 mod contract;
 pub mod cpu;
 mod device;
