@@ -39,6 +39,19 @@
 // was written before their first run. Measured (H200, 2026-12-02): block tiles of 2x rows 67% on xl (35% as tile runs it),
 // 38% on GPT-2 124M (21%); the ring 55-59% and 31-35%.
 //
+// Three forms added to find what separates the block tiles from tile's
+// `invariant` ring (bench-results/LOG.md, 2026-12-04; H200): the block
+// tiles with each row copied in 2 KB or 512-byte pieces, or the block's
+// rows in one copy (the same 66-68% on xl: copy size is not it); "stepped"
+// block tiles, the ring's form (a stage and an mbarrier per [BN, STEP]
+// tile along K, every copy issued at the start, each step waiting on its
+// stage, a warp's pieces in one row so that x is loaded once per row):
+// 33-42% on xl, and 37% with a single step; and "column tiles", the block
+// tiles' mapping (a thread's pieces in every row of the block, x loaded
+// once a block) with the rows in registers as tile's gemv holds them:
+// 57% on xl (8 rows) against 35% for the chain as tile runs it, 35% on
+// GPT-2 124M (4 rows) against 21%.
+//
 //   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/decode_chain benches/peak/decode_chain.cu && /tmp/decode_chain
 //
 // Each mode that computes the chain (all but "independent", "ring only"
@@ -53,6 +66,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #define CK(x)                                                                               \
@@ -458,6 +472,25 @@ void launch_staged(cudaStream_t s, int sms, int ring, const bf* x, const bf* w, 
     launch(staged<K, R, W, EARLY>, G, 32 * (W + 1), smem, s, true, x, w, y, N, S);
 }
 
+// The block's BN row sums, each the sum of every thread's `acc[r]` (4
+// warps), through the epilogue into y[n0 .. n0 + nr).
+template <int BN>
+__device__ __forceinline__ void store_row_sums(const float (&acc)[BN], bf* __restrict__ y, int n0, int nr) {
+    __shared__ float part[4][BN];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int r = 0; r < BN; r++) {
+        float a = acc[r];
+        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+        if (lane == 0) part[warp][r] = a;
+    }
+    __syncthreads();
+    if (threadIdx.x < nr) {
+        const float a = part[0][threadIdx.x] + part[1][threadIdx.x] + part[2][threadIdx.x] + part[3][threadIdx.x];
+        y[n0 + threadIdx.x] = __float2bfloat16(epilogue(a));
+    }
+}
+
 // A block per BN whole rows, as tile's gemv grids are, each block's rows
 // bulk-copied into its shared memory at its start (one copy a row), before
 // it waits for the previous kernel: with few registers a block, up to 16
@@ -466,20 +499,24 @@ void launch_staged(cudaStream_t s, int sms, int ring, const bf* x, const bf* w, 
 // the rest of this one drains. Thread t multiplies 16-byte pieces t,
 // t + 128, ... of every row against x (from L2); the block sums through
 // shared memory.
-template <int K, int BN, bool EARLY>
+template <int K, int BN, bool EARLY, int CHUNK>
 __global__ void __launch_bounds__(128) tiles(const bf* __restrict__ x, const bf* __restrict__ w, bf* __restrict__ y,
                                              int N) {
     extern __shared__ __align__(128) unsigned char smem[];
     constexpr int P = K / 8;
     __shared__ unsigned long long bar;
-    __shared__ float part[4][BN];
     const unsigned b = (unsigned)__cvta_generic_to_shared(&bar), rows = (unsigned)__cvta_generic_to_shared(smem);
-    const int n0 = blockIdx.x * BN, nr = min(BN, N - n0), warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n0 = blockIdx.x * BN, nr = min(BN, N - n0);
     if (threadIdx.x == 0) {
         mbar_init(b, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect(b, nr * K * 2);
-        for (int r = 0; r < nr; r++) bulk_copy(rows + r * K * 2, w + (size_t)(n0 + r) * K, K * 2, b);
+        if (CHUNK == 0)  // the block's rows are contiguous: one copy
+            bulk_copy(rows, w + (size_t)n0 * K, nr * K * 2, b);
+        else
+            for (int r = 0; r < nr; r++)
+                for (int o = 0; o < K * 2; o += CHUNK)
+                    bulk_copy(rows + r * K * 2 + o, (const char*)(w + (size_t)(n0 + r) * K) + o, min(CHUNK, K * 2 - o), b);
     }
     if (EARLY) asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -504,23 +541,145 @@ __global__ void __launch_bounds__(128) tiles(const bf* __restrict__ x, const bf*
             for (int r = 0; r < BN; r++)
                 if (r < nr) acc[r] += dot8(st[r * P + p], xv[j]);
     }
-#pragma unroll
-    for (int r = 0; r < BN; r++) {
-        float a = acc[r];
-        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
-        if (lane == 0) part[warp][r] = a;
-    }
-    __syncthreads();
-    if (threadIdx.x < nr) {
-        const float a = part[0][threadIdx.x] + part[1][threadIdx.x] + part[2][threadIdx.x] + part[3][threadIdx.x];
-        y[n0 + threadIdx.x] = __float2bfloat16(epilogue(a));
-    }
+    store_row_sums<BN>(acc, y, n0, nr);
 }
 
-template <int K, int BN, bool EARLY>
+template <int K, int BN, bool EARLY, int CHUNK>
 void launch_tiles(cudaStream_t s, const bf* x, const bf* w, bf* y, int N) {
-    allow_shared(tiles<K, BN, EARLY>, BN * K * 2);
-    launch(tiles<K, BN, EARLY>, (N + BN - 1) / BN, 128, BN * K * 2, s, true, x, w, y, N);
+    allow_shared(tiles<K, BN, EARLY, CHUNK>, BN * K * 2);
+    launch(tiles<K, BN, EARLY, CHUNK>, (N + BN - 1) / BN, 128, BN * K * 2, s, true, x, w, y, N);
+}
+// The chain's launch with each row's copy in pieces of `chunk` bytes (a
+// row's bytes: one copy a row; 0: one copy for the block's rows).
+template <int K, int BN, bool EARLY>
+void launch_tiles_chunked(cudaStream_t s, int chunk, const bf* x, const bf* w, bf* y, int N) {
+    if (chunk == 0)
+        launch_tiles<K, BN, EARLY, 0>(s, x, w, y, N);
+    else if (chunk == 512)
+        launch_tiles<K, BN, EARLY, 512>(s, x, w, y, N);
+    else if (chunk == 2048)
+        launch_tiles<K, BN, EARLY, 2048>(s, x, w, y, N);
+    else
+        launch_tiles<K, BN, EARLY, K * 2>(s, x, w, y, N);
+}
+
+// The block tiles above with the rows in registers instead of shared
+// memory (as tile's gemv holds them, its weights prefetched into L2 before
+// the wait), in the block tiles' mapping: thread t holds 16-byte pieces t,
+// t + 128, ... of every row, so x is loaded once a block; tile's layouts
+// give each warp its own rows, and each warp loads x.
+template <int K, int BN>
+__global__ void __launch_bounds__(128) column_tiles(const bf* __restrict__ x, const bf* __restrict__ w,
+                                                    bf* __restrict__ y, int N) {
+    constexpr int P = K / 8, J = (P + 127) / 128;
+    const int n0 = blockIdx.x * BN, nr = min(BN, N - n0);
+    for (int r = 0; r < nr; r++)
+        for (int l = threadIdx.x; l < K * 2 / 128; l += 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)(w + (size_t)(n0 + r) * K) + l * 128));
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+    uint4 ws[BN][J], xv[J];
+#pragma unroll
+    for (int r = 0; r < BN; r++)
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int p = threadIdx.x + 128 * j;
+            ws[r][j] = p < P && r < nr ? __ldcs((const uint4*)(w + (size_t)(n0 + r) * K) + p) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        const int p = threadIdx.x + 128 * j;
+        xv[j] = p < P ? __ldcg((const uint4*)x + p) : make_uint4(0, 0, 0, 0);
+    }
+    float acc[BN];
+#pragma unroll
+    for (int r = 0; r < BN; r++) {
+        acc[r] = 0.f;
+#pragma unroll
+        for (int j = 0; j < J; j++) acc[r] += dot8(ws[r][j], xv[j]);
+    }
+    store_row_sums<BN>(acc, y, n0, nr);
+}
+
+template <int K, int BN>
+void launch_column_tiles(cudaStream_t s, const bf* x, const bf* w, bf* y, int N) {
+    launch(column_tiles<K, BN>, (N + BN - 1) / BN, 128, 0, s, true, x, w, y, N);
+}
+
+// The block tiles above in the form tile's `invariant` ring lowered them
+// to (2026-12-03): the rows in `[BN, STEP]` tiles along K, a stage and an
+// mbarrier a tile, every copy issued at the block's start; the loop then
+// waits on each step's stage and multiplies it by that step's slice of x,
+// loaded after the wait (XAHEAD: every step's slice loaded before the
+// loop, as the one-step form does). Piece q of a step's tile (16 bytes,
+// the row fastest) is thread q % 128's, and sums go to the row's shared
+// sum at the end (a warp's, summed first).
+template <int K, int BN, int STEP, bool XAHEAD>
+__global__ void __launch_bounds__(128) tiles_steps(const bf* __restrict__ x, const bf* __restrict__ w,
+                                                   bf* __restrict__ y, int N) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    constexpr int STEPS = (K + STEP - 1) / STEP, SP = STEP / 8, J = (BN * SP + 127) / 128;
+    __shared__ unsigned long long bar[STEPS];
+    __shared__ float sums[BN];
+    const unsigned rows = (unsigned)__cvta_generic_to_shared(smem);
+    const int n0 = blockIdx.x * BN, nr = min(BN, N - n0);
+    if (threadIdx.x < BN) sums[threadIdx.x] = 0.f;
+    if (threadIdx.x == 0) {
+        for (int st = 0; st < STEPS; st++) {
+            const unsigned b = (unsigned)__cvta_generic_to_shared(&bar[st]);
+            const int cols = min(STEP, K - st * STEP);
+            mbar_init(b, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_expect(b, nr * cols * 2);
+            for (int r = 0; r < nr; r++)
+                bulk_copy(rows + (st * BN + r) * STEP * 2, w + (size_t)(n0 + r) * K + st * STEP, cols * 2, b);
+        }
+    }
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    __syncthreads();
+    float acc[J];
+    uint4 xa[XAHEAD ? STEPS : 1][J];
+#pragma unroll
+    for (int j = 0; j < J; j++) acc[j] = 0.f;
+    if (XAHEAD)
+#pragma unroll
+        for (int st = 0; st < (XAHEAD ? STEPS : 1); st++)
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                const int q = threadIdx.x + 128 * j, c = st * SP + q % SP;
+                xa[st][j] = q < BN * SP && c < K / 8 ? __ldcg((const uint4*)x + c) : make_uint4(0, 0, 0, 0);
+            }
+    const uint4* tile = (const uint4*)smem;
+#pragma unroll
+    for (int st = 0; st < STEPS; st++) {
+        mbar_wait((unsigned)__cvta_generic_to_shared(&bar[st]), 0);
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int q = threadIdx.x + 128 * j, r = q / SP, c = st * SP + q % SP;
+            if (q < BN * SP && r < nr && c < K / 8) {
+                const uint4 xv = XAHEAD ? xa[XAHEAD ? st : 0][j] : __ldcg((const uint4*)x + c);
+                acc[j] += dot8(tile[(st * BN + r) * SP + q % SP], xv);
+            }
+        }
+    }
+    static_assert(SP % 32 == 0, "a warp's pieces lie in one row");
+#pragma unroll
+    for (int j = 0; j < J; j++) {
+        const int q = threadIdx.x + 128 * j;
+        float a = acc[j];
+        for (int o = 16; o; o >>= 1) a += __shfl_xor_sync(~0u, a, o);
+        if (q < BN * SP && threadIdx.x % 32 == 0) atomicAdd(&sums[q / SP], a);
+    }
+    __syncthreads();
+    if (threadIdx.x < nr) y[n0 + threadIdx.x] = __float2bfloat16(epilogue(sums[threadIdx.x]));
+}
+
+template <int K, int BN, int STEP, bool XAHEAD>
+void launch_tiles_steps(cudaStream_t s, const bf* x, const bf* w, bf* y, int N) {
+    constexpr int smem = (K + STEP - 1) / STEP * BN * STEP * 2;
+    allow_shared(tiles_steps<K, BN, STEP, XAHEAD>, smem);
+    launch(tiles_steps<K, BN, STEP, XAHEAD>, (N + BN - 1) / BN, 128, smem, s, true, x, w, y, N);
 }
 
 // ------------------------------------------------------------------- host
@@ -662,35 +821,79 @@ int main(int argc, char** argv) {
 #undef STAGED
             }
         };
-        // One step of the chain of tile-shaped staged kernels (a block per
-        // BN whole rows, each row one bulk copy).
-        auto tiles_chain = [&](bool early, int scale) {
+        // Calls `launch(q, K, BN)` for every product q of a step, K and BN
+        // as std::integral_constant: a block per BN whole rows, 4 (`wide`: 8)
+        // where K is the width and a quarter of that where it is 4 widths.
+        auto by_block_rows = [&](bool wide, auto&& launch) {
+            using std::integral_constant;
             for (int p = 0; p < count; p++) {
                 const Product& q = table[p];
-#define TILES(K, BN)                                                                    \
-    do {                                                                                \
-        if (early)                                                                      \
-            launch_tiles<K, BN, true>(s, q.x, q.w, q.y, q.n);                           \
-        else                                                                            \
-            launch_tiles<K, BN, false>(s, q.x, q.w, q.y, q.n);                          \
-    } while (0)
-                if (q.k == C && C == 1600 && scale == 2)
-                    TILES(1600, 8);
+                if (q.k == C && C == 1600 && wide)
+                    launch(q, integral_constant<int, 1600>{}, integral_constant<int, 8>{});
                 else if (q.k == C && C == 1600)
-                    TILES(1600, 4);
-                else if (q.k == C && scale == 2)
-                    TILES(768, 8);
+                    launch(q, integral_constant<int, 1600>{}, integral_constant<int, 4>{});
+                else if (q.k == C && wide)
+                    launch(q, integral_constant<int, 768>{}, integral_constant<int, 8>{});
                 else if (q.k == C)
-                    TILES(768, 4);
-                else if (C == 1600 && scale == 2)
-                    TILES(6400, 2);
+                    launch(q, integral_constant<int, 768>{}, integral_constant<int, 4>{});
+                else if (C == 1600 && wide)
+                    launch(q, integral_constant<int, 6400>{}, integral_constant<int, 2>{});
                 else if (C == 1600)
-                    TILES(6400, 1);
-                else if (scale == 2)
-                    TILES(3072, 2);
+                    launch(q, integral_constant<int, 6400>{}, integral_constant<int, 1>{});
+                else if (wide)
+                    launch(q, integral_constant<int, 3072>{}, integral_constant<int, 2>{});
                 else
-                    TILES(3072, 1);
-#undef TILES
+                    launch(q, integral_constant<int, 3072>{}, integral_constant<int, 1>{});
+            }
+        };
+        // One step of the chain of tile-shaped staged kernels (each row one
+        // bulk copy, or as `chunk` says).
+        auto tiles_chain = [&](bool early, int scale, int chunk) {
+            by_block_rows(scale == 2, [&](const Product& q, auto k, auto bn) {
+                constexpr int K = decltype(k)::value, BN = decltype(bn)::value;
+                if (early)
+                    launch_tiles_chunked<K, BN, true>(s, chunk, q.x, q.w, q.y, q.n);
+                else
+                    launch_tiles_chunked<K, BN, false>(s, chunk, q.x, q.w, q.y, q.n);
+            });
+        };
+        // One step of the chain of column tiles in registers, `rows` rows a
+        // block where K is the width.
+        auto column_chain = [&](int rows) {
+            by_block_rows(rows == 8, [&](const Product& q, auto k, auto bn) {
+                launch_column_tiles<decltype(k)::value, decltype(bn)::value>(s, q.x, q.w, q.y, q.n);
+            });
+        };
+        // One step of the chain of stepped block tiles (tile's ring form):
+        // 8 rows in steps of 256 columns where K is the width, 2 rows in
+        // steps of 1,024 where it is 4 widths.
+        auto steps_chain = [&](bool xahead, bool one) {
+            for (int p = 0; p < count; p++) {
+                const Product& q = table[p];
+#define STEPS(K, BN, STEP)                                                              \
+    do {                                                                                \
+        if (xahead)                                                                     \
+            launch_tiles_steps<K, BN, STEP, true>(s, q.x, q.w, q.y, q.n);               \
+        else                                                                            \
+            launch_tiles_steps<K, BN, STEP, false>(s, q.x, q.w, q.y, q.n);              \
+    } while (0)
+                if (one && q.k == C && C == 1600)
+                    STEPS(1600, 8, 1792);
+                else if (one && q.k == C)
+                    STEPS(768, 8, 768);
+                else if (one && C == 1600)
+                    STEPS(6400, 2, 6400);
+                else if (one)
+                    STEPS(3072, 2, 3072);
+                else if (q.k == C && C == 1600)
+                    STEPS(1600, 8, 256);
+                else if (q.k == C)
+                    STEPS(768, 8, 256);
+                else if (C == 1600)
+                    STEPS(6400, 2, 1024);
+                else
+                    STEPS(3072, 2, 1024);
+#undef STEPS
             }
         };
         // One step of the persistent kernel, or an error where it cannot run.
@@ -715,9 +918,10 @@ int main(int argc, char** argv) {
 
         struct Case {
             const char* name;
-            int chain_mode;  // -1: the persistent kernel; -2: the staged chain (consumers, stages: its ring, run: early); -3: the block-tile staged chain (stages: rows a block x1 or x2, run: early)
+            int chain_mode;  // -1: the persistent kernel; -2: the staged chain (consumers, stages: its ring, run: early); -3: the block-tile staged chain (stages: rows a block x1 or x2, run: early); -4: the stepped block tiles (run: x loaded ahead); -5: column tiles in registers (stages: rows)
             int consumers, stages, run;
             int per_sm = 0;  // the chain's blocks an SM (co-resident grids); 0: a block per 4 R rows
+            int chunk = -1;  // block tiles: bytes a bulk copy (-1: a row; 0: the block's rows at once)
         };
         const Case cases[] = {
             {"chain, dependent launch, own rows prefetched (as tile)", PDL | OWN, 0, 0, 0},
@@ -733,6 +937,14 @@ int main(int argc, char** argv) {
             {"block-tile staged chain, 1x rows, dependents after the wait", -3, 0, 1, 0},
             {"block-tile staged chain, 2x rows, dependents at the start", -3, 0, 2, 1},
             {"block-tile staged chain, 2x rows, dependents after the wait", -3, 0, 2, 0},
+            {"column tiles in registers, 4 rows (K = width)", -5, 0, 4, 0},
+            {"column tiles in registers, 8 rows (K = width)", -5, 0, 8, 0},
+            {"stepped block tiles (tile's ring), x after each wait", -4, 0, 0, 0},
+            {"stepped block tiles (tile's ring), x loaded ahead", -4, 0, 0, 1},
+            {"stepped block tiles, one step (STEP >= K)", -4, 0, 1, 0},
+            {"block-tile staged chain, 2x rows, at the start, 2 KB copies", -3, 0, 2, 1, 0, 2048},
+            {"block-tile staged chain, 2x rows, at the start, 512 B copies", -3, 0, 2, 1, 0, 512},
+            {"block-tile staged chain, 2x rows, at the start, one copy", -3, 0, 2, 1, 0, 0},
             {"staged chain, 8 warps, 8 slots, dependents after the wait", -2, 8, 8, 0},
             {"staged chain, 4 warps, 8 slots, dependents at the start", -2, 4, 8, 1},
             {"staged chain, 8 warps, 8 slots, dependents at the start", -2, 8, 8, 1},
@@ -759,8 +971,12 @@ int main(int argc, char** argv) {
                 if (c.chain_mode != -1) {
                     cudaGraph_t g;
                     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-                    if (c.chain_mode == -3)
-                        tiles_chain(c.run != 0, c.stages);
+                    if (c.chain_mode == -5)
+                        column_chain(c.stages);
+                    else if (c.chain_mode == -4)
+                        steps_chain(c.run != 0, c.stages != 0);
+                    else if (c.chain_mode == -3)
+                        tiles_chain(c.run != 0, c.stages, c.chunk);
                     else if (c.chain_mode == -2)
                         staged_chain(c.consumers, c.stages, c.run != 0);
                     else
