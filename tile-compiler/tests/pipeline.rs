@@ -1267,3 +1267,63 @@ fn gathers_that_follow_one_another_share_one_meeting_of_the_cluster() {
         assert!(buffer1 < first_meeting && first_meeting < buffer2, "{}", v.entry);
     }
 }
+
+/// A matrix–vector product's K loop, as `tile-kernels`' `gemv` writes it:
+/// `[1, BN, BK]` products of a broadcast row of `x` and `BN` rows of `w`,
+/// summed along K `R` at a time.
+fn gemv(consts: &str) -> CompiledKernel {
+    compile(
+        &format!("num_warps = 4, {consts}"),
+        "fn gemv<const BN: usize, const BK: usize, const R: usize>(
+            x: &Tensor<f32, { [1, K] }>,
+            w: &Tensor<f32, { [N, K] }>,
+            y: &mut Tensor<f32, { [1, N] }>,
+        ) {
+            let n = block_id(0);
+            let mut acc = zeros([1, BN, BK / R]);
+            for k in 0..cdiv(K, BK) {
+                let xs = x.load([0, k], [1, BK]).reshape([1, 1, BK]);
+                let ws = w.load([n, k], [BN, BK]).reshape([1, BN, BK]);
+                acc = acc + (xs * ws).reshape([1, BN, BK / R, R]).sum(3).reshape([1, BN, BK / R]);
+            }
+            y.store([0, n], acc.sum(2).reshape([1, BN]));
+        }",
+    )
+}
+
+#[test]
+fn a_matrix_vector_loop_loads_its_vector_once_a_block() {
+    // `[1, 4, 512]` f32: a thread's 4 elements along K, 32 lanes along K,
+    // and the warps moved off the rows onto K, so that the row of `x` is
+    // loaded once a block (1 piece a thread), not once a warp (4), and
+    // each thread holds its piece of all 4 rows of `w`.
+    let k = gemv("BN = [4], BK = [512], R = [1]");
+    let v = ptx(&k, true);
+    let body = loop_body(v);
+    assert_eq!(body.matches("ld.global.nc.v4.f32").count(), 1 + 4, "{body}");
+    // The sum along K then crosses the warps once, after the loop.
+    assert_eq!(v.matches("bar.sync").count(), 2, "{v}");
+}
+
+#[test]
+fn a_streaming_loop_declares_the_occupancy_that_holds_its_loads_in_flight() {
+    // 4 rows of 1,024 f32 a step (32 registers of loads a thread, beside
+    // the row of `x` and the per-step sums): more than ptxas keeps
+    // undeclared, so the entry asks for the blocks that leave room for
+    // them all, at 128 threads a block.
+    let declared = |consts: &str| {
+        let k = gemv(consts);
+        let v = ptx(&k, true);
+        assert!(v.contains(".maxntid 128, 1, 1"), "{v}");
+        v.split(".minnctapersm ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .map(|n| n.parse::<u32>().expect("a count"))
+    };
+    assert_eq!(declared("BN = [4], BK = [1024], R = [4]"), Some(5));
+    // A step of few registers needs no declaration.
+    assert_eq!(declared("BN = [2], BK = [512], R = [1]"), None);
+    // Twice the loads would leave an SM fewer than 16 warps: none either.
+    assert_eq!(declared("BN = [4], BK = [2048], R = [4]"), None);
+    assert_eq!(declared("BN = [8], BK = [1024], R = [4]"), None);
+}

@@ -7,9 +7,16 @@
 //! most SMs idle on GPT-2's 768-column layers; these kernels give each
 //! block a few columns and the whole of K, so every SM streams weights:
 //! `BN` rows of `w` in `[BN, BK]` tiles along K, multiplied element-wise
-//! into a `[BM, BN, BK]` accumulator that is summed along K once, at the
-//! end. A long `BK` gives each thread several independent loads in flight,
-//! which is what streams weights when a layer has few blocks per SM. The
+//! into a `[BM, BN, BK / R]` accumulator, each element summing `R` of a K
+//! step's products (a thread's own: `R` is at most its 16-byte piece), and
+//! summed along K once, at the end. A long `BK` gives each thread several
+//! independent loads in flight, which is what streams weights when a layer
+//! has few blocks per SM; `R = 8` keeps the accumulator small enough for a
+//! step as long as a gpt2-xl row. The layout pass gives a block's threads
+//! pieces of every row (its warps split K, not the rows), so that the row
+//! of `x` is loaded once a block, and the plan declares the occupancy that
+//! keeps a step's loads in flight together (`tile-compiler`'s
+//! `plan/streaming.rs`). The
 //! tuner picks `BN` and `BK` per size class of `[M, K, N]`, and `BM` among
 //! those that take every row in one block ([`run`]), timing them with the
 //! weights cold, as a decode step reads them (`tile::autotune::tune_cold`). Each block first asks
@@ -36,23 +43,26 @@ pub const MAX_ROWS: usize = 16;
     grid = cdiv(N, BN) * cdiv(M, BM),
     key = [M, K, N],
     configs = [
-        (BM = 1, BN = 1, BK = 4096),
-        (BM = 1, BN = 2, BK = 2048),
-        (BM = 1, BN = 2, BK = 1024),
-        (BM = 1, BN = 4, BK = 1024),
-        (BM = 1, BN = 8, BK = 512),
-        (BM = 1, BN = 16, BK = 256),
-        (BM = 2, BN = 2, BK = 1024),
-        (BM = 2, BN = 4, BK = 1024),
-        (BM = 4, BN = 1, BK = 1024),
-        (BM = 4, BN = 2, BK = 1024),
-        (BM = 4, BN = 4, BK = 512),
-        (BM = 8, BN = 2, BK = 512),
-        (BM = 16, BN = 2, BK = 256),
-        (BM = 16, BN = 4, BK = 128),
+        (BM = 1, BN = 1, BK = 4096, R = 1),
+        (BM = 1, BN = 2, BK = 2048, R = 1),
+        (BM = 1, BN = 2, BK = 1024, R = 1),
+        (BM = 1, BN = 4, BK = 1024, R = 1),
+        (BM = 1, BN = 8, BK = 512, R = 1),
+        (BM = 1, BN = 16, BK = 256, R = 1),
+        (T = [f16, bf16], BM = 1, BN = 2, BK = 4096, R = 8),
+        (T = [f16, bf16], BM = 1, BN = 4, BK = 2048, R = 8),
+        (T = [f16, bf16], BM = 1, BN = 8, BK = 1024, R = 8),
+        (BM = 2, BN = 2, BK = 1024, R = 1),
+        (BM = 2, BN = 4, BK = 1024, R = 1),
+        (BM = 4, BN = 1, BK = 1024, R = 1),
+        (BM = 4, BN = 2, BK = 1024, R = 1),
+        (BM = 4, BN = 4, BK = 512, R = 1),
+        (BM = 8, BN = 2, BK = 512, R = 1),
+        (BM = 16, BN = 2, BK = 256, R = 1),
+        (BM = 16, BN = 4, BK = 128, R = 1),
     ]
 )]
-pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize>(
+pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize, const R: usize>(
     x: &Tensor<T, { [M, K] }>,
     w: &Tensor<T, { [N, K] }>,
     b: &Tensor<T, { [N] }>,
@@ -64,11 +74,11 @@ pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize>(
     for k in 0..cdiv(K, BK) {
         w.prefetch([n, k], [BN, BK]);
     }
-    let mut acc = zeros([BM, BN, BK]);
+    let mut acc = zeros([BM, BN, BK / R]);
     for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
-        acc = acc + xs * ws;
+        acc = acc + (xs * ws).reshape([BM, BN, BK / R, R]).sum(3).reshape([BM, BN, BK / R]);
     }
     let out = acc.sum(2).reshape([BM, BN]) + b.load([n], [BN]).cast::<f32>();
     if gelu == 1 {
@@ -85,23 +95,26 @@ pub fn gemv<T, const BM: usize, const BN: usize, const BK: usize>(
     grid = cdiv(N, BN) * cdiv(M, BM),
     key = [M, K, N],
     configs = [
-        (BM = 1, BN = 1, BK = 4096),
-        (BM = 1, BN = 2, BK = 2048),
-        (BM = 1, BN = 2, BK = 1024),
-        (BM = 1, BN = 4, BK = 1024),
-        (BM = 1, BN = 8, BK = 512),
-        (BM = 1, BN = 16, BK = 256),
-        (BM = 2, BN = 2, BK = 1024),
-        (BM = 2, BN = 4, BK = 1024),
-        (BM = 4, BN = 1, BK = 1024),
-        (BM = 4, BN = 2, BK = 1024),
-        (BM = 4, BN = 4, BK = 512),
-        (BM = 8, BN = 2, BK = 512),
-        (BM = 16, BN = 2, BK = 256),
-        (BM = 16, BN = 4, BK = 128),
+        (BM = 1, BN = 1, BK = 4096, R = 1),
+        (BM = 1, BN = 2, BK = 2048, R = 1),
+        (BM = 1, BN = 2, BK = 1024, R = 1),
+        (BM = 1, BN = 4, BK = 1024, R = 1),
+        (BM = 1, BN = 8, BK = 512, R = 1),
+        (BM = 1, BN = 16, BK = 256, R = 1),
+        (T = [f16, bf16], BM = 1, BN = 2, BK = 4096, R = 8),
+        (T = [f16, bf16], BM = 1, BN = 4, BK = 2048, R = 8),
+        (T = [f16, bf16], BM = 1, BN = 8, BK = 1024, R = 8),
+        (BM = 2, BN = 2, BK = 1024, R = 1),
+        (BM = 2, BN = 4, BK = 1024, R = 1),
+        (BM = 4, BN = 1, BK = 1024, R = 1),
+        (BM = 4, BN = 2, BK = 1024, R = 1),
+        (BM = 4, BN = 4, BK = 512, R = 1),
+        (BM = 8, BN = 2, BK = 512, R = 1),
+        (BM = 16, BN = 2, BK = 256, R = 1),
+        (BM = 16, BN = 4, BK = 128, R = 1),
     ]
 )]
-pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
+pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize, const R: usize>(
     x: &Tensor<T, { [M, K] }>,
     w: &Tensor<T, { [N, K] }>,
     b: &Tensor<T, { [N] }>,
@@ -113,11 +126,11 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     for k in 0..cdiv(K, BK) {
         w.prefetch([n, k], [BN, BK]);
     }
-    let mut acc = zeros([BM, BN, BK]);
+    let mut acc = zeros([BM, BN, BK / R]);
     for k in 0..cdiv(K, BK) {
         let xs = x.load([m, k], [BM, BK]).cast::<f32>().reshape([BM, 1, BK]);
         let ws = w.load([n, k], [BN, BK]).cast::<f32>().reshape([1, BN, BK]);
-        acc = acc + xs * ws;
+        acc = acc + (xs * ws).reshape([BM, BN, BK / R, R]).sum(3).reshape([BM, BN, BK / R]);
     }
     let out =
         acc.sum(2).reshape([BM, BN]) + b.load([n], [BN]).cast::<f32>() + residual.load([m, n], [BM, BN]).cast::<f32>();
@@ -149,6 +162,7 @@ pub fn gemv_residual<T, const BM: usize, const BN: usize, const BK: usize>(
     configs = [
         (BM = 1, BN = 4, BK = 1024, R = 1),
         (BM = 1, BN = 8, BK = 1024, R = 1024),
+        (BM = 1, BN = 8, BK = 1024, R = 8),
         (T = f32, BM = 1, BN = 8, BK = 512, R = 1),
         (BM = 2, BN = 4, BK = 512, R = 1),
         (BM = 4, BN = 2, BK = 512, R = 1),

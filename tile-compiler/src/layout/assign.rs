@@ -2,7 +2,11 @@
 //! inserts the conversions between layouts that remain. Splats, aranges and
 //! broadcasts are re-created at each use in the layout the use needs; a
 //! first pass finds the conversions, and where one converts a loaded tile
-//! the second pass loads it in the wanted layout.
+//! the second pass loads it in the wanted layout. Where a loop's loaded
+//! tile meets another broadcast across the warps (a matrix–vector product's
+//! vector, which every warp would load), the warps are moved off the
+//! broadcast dimensions, if that costs the loop no conversion and no
+//! reduction across warps.
 
 use super::*;
 use crate::dtype::DType;
@@ -23,7 +27,7 @@ pub fn assign_layouts(func: &mut Func, path: MmaPath, vectorized: &[usize]) -> L
         })
         .min()
         .unwrap_or(4);
-    let run = |preferred: HashMap<ValueId, Layout>| {
+    let run = |preferred: &HashMap<ValueId, Layout>| {
         let mut pass = Pass {
             values: func.values.clone(),
             num_warps: func.num_warps,
@@ -36,33 +40,49 @@ pub fn assign_layouts(func: &mut Func, path: MmaPath, vectorized: &[usize]) -> L
             provisional: HashSet::new(),
             loops: Vec::new(),
             cache: vec![HashMap::new()],
-            preferred,
+            preferred: preferred.clone(),
             conversions: Vec::new(),
             operand_layouts: Vec::new(),
+            warps_off_broadcasts: Vec::new(),
+            loop_cost: 0,
         };
         let body = pass.block(func.body.clone());
         (pass, body)
     };
-    let (first, _) = run(HashMap::new());
     let mut defs = HashMap::new();
     collect_defs(&func.body, &mut defs);
-    let mut preferred = HashMap::new();
-    // Tensor-core operands are not loaded in their fragment layouts: they go
-    // through shared memory from coalesced 16-byte loads instead.
-    for (v, l) in first
-        .conversions
+    // Loads in the layouts a run's conversions wanted, beside `given`.
+    let preferring = |given: HashMap<ValueId, Layout>| {
+        let (first, _) = run(&given);
+        let mut preferred = given;
+        // Tensor-core operands are not loaded in their fragment layouts: they
+        // go through shared memory from coalesced 16-byte loads instead.
+        for (v, l) in first
+            .conversions
+            .iter()
+            .filter(|(_, l)| !first.operand_layouts.contains(l))
+        {
+            if let Some((load, layout)) = trace_to_load(*v, l.clone(), &defs, &func.values) {
+                preferred.entry(load).or_insert(layout);
+            }
+        }
+        (first, preferred)
+    };
+    let (first, preferred) = preferring(HashMap::new());
+    let mut chosen = run(&preferred);
+    let moved: HashMap<ValueId, Layout> = first
+        .warps_off_broadcasts
         .iter()
-        .filter(|(_, l)| !first.operand_layouts.contains(l))
-    {
-        if let Some((load, layout)) = trace_to_load(*v, l.clone(), &defs, &func.values) {
-            preferred.entry(load).or_insert(layout);
+        .filter_map(|(v, l)| trace_to_load(*v, l.clone(), &defs, &func.values))
+        .collect();
+    if !moved.is_empty() {
+        let (_, preferred) = preferring(moved);
+        let candidate = run(&preferred);
+        if candidate.0.loop_cost <= chosen.0.loop_cost {
+            chosen = candidate;
         }
     }
-    let (pass, body) = if preferred.is_empty() {
-        run(HashMap::new())
-    } else {
-        run(preferred)
-    };
+    let (pass, body) = chosen;
     func.body = body;
     func.values = pass.values;
     pass.layouts
@@ -140,6 +160,13 @@ struct Pass<'a> {
     conversions: Vec<(ValueId, Layout)>,
     /// The fragment layouts of `mma` operands.
     operand_layouts: Vec<Layout>,
+    /// Loop-body tiles whose warps split a dimension along which a loaded
+    /// operand is broadcast (each warp loads a copy of it), each with its
+    /// layout, the warps moved off those dimensions.
+    warps_off_broadcasts: Vec<(ValueId, Layout)>,
+    /// Conversions and reductions across warps in loop bodies: what each
+    /// iteration pays in shared memory and barriers.
+    loop_cost: usize,
 }
 
 impl Pass<'_> {
@@ -211,6 +238,10 @@ impl Pass<'_> {
         // (attention's queries, an `mma` operand in every iteration).
         match self.loops.last_mut() {
             Some(scope) if matches!(op.kind, OpKind::Convert(_)) && !scope.defines(v) => scope.hoisted.push(op),
+            Some(_) if matches!(op.kind, OpKind::Convert(_)) => {
+                self.loop_cost += 1;
+                out.push(op)
+            }
             _ => out.push(op),
         }
         self.cache.last_mut().expect("scope").insert(key, nv);
@@ -329,6 +360,12 @@ impl Pass<'_> {
                     Some(a) => self.layouts[&a].clone(),
                     None => self.blocked(self.values[result.expect("result")].shape.as_ref().expect("tile")),
                 };
+                if let Some(a) = anchor
+                    && !self.loops.is_empty()
+                    && let Some(moved) = self.warps_off_broadcast_loads(&operands, &l)
+                {
+                    self.warps_off_broadcasts.push((a, moved));
+                }
                 let mut mapped = HashMap::new();
                 for v in operands {
                     let m = self.materialize(v, &l, out, span);
@@ -377,6 +414,9 @@ impl Pass<'_> {
             }
             OpKind::Reduce { arg, axis, .. } => {
                 let l = self.natural(*arg);
+                if !self.loops.is_empty() && l.warp.iter().flatten().any(|b| b.0 == *axis) {
+                    self.loop_cost += 1;
+                }
                 *arg = self.materialize(*arg, &l, out, span);
                 let mut to = l.shape.clone();
                 to[*axis] = 1;
@@ -429,6 +469,34 @@ impl Pass<'_> {
         out.push(op);
     }
 
+    /// `l` with its warps moved off the dimensions along which one of
+    /// `operands`, a broadcast of a tile that is not re-created per use (a
+    /// load), is broadcast, where `l`'s warps split some and registers of
+    /// another dimension can take their place without narrowing a thread's
+    /// vector access; `None` otherwise.
+    fn warps_off_broadcast_loads(&self, operands: &[ValueId], l: &Layout) -> Option<Layout> {
+        let mut moved = l.clone();
+        for v in operands {
+            let Some(OpKind::Broadcast(a)) = self.flexible.get(v) else {
+                continue;
+            };
+            if self.flexible.contains_key(a) {
+                continue;
+            }
+            let from = self.values[*a].shape.as_ref()?;
+            for (d, (&f, &n)) in from.iter().zip(&l.shape).enumerate() {
+                if f == 1 && n > 1 {
+                    moved = moved.within_warps(d);
+                }
+            }
+        }
+        let copies = |l: &Layout| l.warp.iter().filter(|b| b.is_none()).count();
+        // A thread's run along the last dimension is its vector access.
+        let last = l.shape.len() - 1;
+        let vector = |l: &Layout| l.contiguous_run(last);
+        (moved != *l && copies(&moved) <= copies(l) && vector(&moved) == vector(l)).then_some(moved)
+    }
+
     fn for_loop(&mut self, op: Op, out: &mut Vec<Op>) {
         let span = op.span;
         let OpKind::For {
@@ -454,8 +522,11 @@ impl Pass<'_> {
         inside.insert(var);
         inside.extend(&args);
         let mut attempt = 0;
+        // Only the attempt kept counts.
+        let cost_before = self.loop_cost;
         let (new_body, new_yields, hoisted) = loop {
             attempt += 1;
+            self.loop_cost = cost_before;
             self.loops.push(LoopScope {
                 inside: inside.clone(),
                 first_new: self.values.len(),

@@ -9,6 +9,7 @@
 use super::pipeline::{LoopPlan, STAGED_TILE_ALIGN, plan_loop, uses};
 use super::scratch::{Conversion, TmaStore, invariant_a_operands, reduction_bytes};
 use super::specialize::{PRODUCER_THREADS, Specialization};
+use super::streaming::{STREAM_MIN_THREADS, STREAM_OVERHEAD_REGISTERS, UNDECLARED_REGISTERS, streamed_registers};
 use super::wgmma::{Product, Unsupported};
 use super::{Context, Placed, Plan};
 use crate::dtype::DType;
@@ -31,8 +32,11 @@ pub const PORTABLE_BLOCK_SHARED_BYTES: usize = 99 * 1024;
 const SM_SHARED_BYTES: usize = 228 * 1024;
 const BLOCK_RESERVED_SHARED_BYTES: usize = 1024;
 
-/// Threads and 32-bit registers an SM holds.
-const SM_THREADS: u32 = 2048;
+/// Threads and blocks an SM holds on every GPU the PTX runs on (an sm_120
+/// SM's; ptxas rejects a declared occupancy above them), and the 32-bit
+/// registers it holds.
+const SM_THREADS: u32 = 1536;
+const SM_BLOCKS: u32 = 24;
 pub const SM_REGISTERS: u32 = 65536;
 
 /// Registers a thread holds through a `cp.async` `mma` loop besides its
@@ -61,7 +65,7 @@ fn blocks_per_sm(shared_bytes: usize, threads: u32, live_registers: usize) -> u3
     let by_shared = SM_SHARED_BYTES / (shared_bytes + BLOCK_RESERVED_SHARED_BYTES);
     let by_registers = SM_REGISTERS as usize / ((live_registers + LOOP_REGISTERS) * threads as usize);
     let blocks = by_shared.min(by_registers) as u32;
-    blocks.clamp(1, SM_THREADS / threads)
+    blocks.clamp(1, (SM_THREADS / threads).min(SM_BLOCKS))
 }
 
 /// What the epilogue after the pipelined loop `for_op` costs a thread in
@@ -262,6 +266,16 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             how.persistent = Some(half_bytes);
             continue;
         }
+        // A loop streaming from global memory declares the occupancy that
+        // leaves a thread room for all of an iteration's loads at once,
+        // where that is more than ptxas gives it undeclared and leaves the
+        // SM enough threads.
+        let min_blocks = min_blocks.or_else(|| {
+            let live = streamed_registers(cx)? + STREAM_OVERHEAD_REGISTERS;
+            let blocks = blocks_per_sm(static_bytes + dynamic_bytes, threads, live);
+            let fewer = blocks < SM_REGISTERS / (UNDECLARED_REGISTERS * threads);
+            (fewer && blocks * threads >= STREAM_MIN_THREADS).then_some(blocks)
+        });
         let scratch_at = match how.scratch_offset {
             None => ScratchAt::Static,
             Some(offset) => ScratchAt::Dynamic(offset),

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod pipeline;
 pub mod scratch;
 pub mod specialize;
+pub mod streaming;
 pub mod swizzle;
 pub mod wgmma;
 
