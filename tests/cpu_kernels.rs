@@ -390,6 +390,39 @@ fn gemv_every_configuration_matches_f64() {
     }
 }
 
+/// `gemv` and `gemv_residual` on bf16 operands: every configuration built
+/// for 16-bit types (the one-step tiles with per-step sums among them),
+/// over ragged K of one and two steps of 2,048, against the f64 reference
+/// on the operands as bf16 holds them.
+#[test]
+fn gemv_16_bit_configurations_match_f64() {
+    use tile_kernels::gemv;
+    let mut rng = Rng::new(31);
+    for (m, n, k) in [(1, 77, 1030), (3, 9, 2100)] {
+        let x = rounded::<bf16>(&rng.normals(m * k, 1.0));
+        let w = rounded::<bf16>(&rng.normals(n * k, 0.3));
+        let b = rounded::<bf16>(&rng.normals(n, 1.0));
+        let r = rounded::<bf16>(&rng.normals(m * n, 1.0));
+        let (xt, wt, bt, rt) = (
+            host::<bf16>(&x, &[m, k]),
+            host::<bf16>(&w, &[n, k]),
+            host::<bf16>(&b, &[n]),
+            host::<bf16>(&r, &[m, n]),
+        );
+        let plain = linear_ref(&x, &w, &b, m, n, k, false);
+        let with_residual: Vec<f64> = plain.iter().zip(&r).map(|(y, r)| y + r).collect();
+        for tile in gemv::gemv::KERNEL.candidates(&[tile::DType::BF16], false) {
+            let mut y = HostTensor::full(&[m, n], bf16::NAN);
+            gemv::gemv::run_with(&Cpu, tile, &xt, &wt, &bt, &mut y, 0).unwrap();
+            assert_close(&format!("gemv bf16 {m}x{n}x{k} {tile}"), &values(&y), &plain, bf16::TOL);
+            let mut y = HostTensor::full(&[m, n], bf16::NAN);
+            gemv::gemv_residual::run_with(&Cpu, tile, &xt, &wt, &bt, &rt, &mut y).unwrap();
+            let what = format!("gemv_residual bf16 {m}x{n}x{k} {tile}");
+            assert_close(&what, &values(&y), &with_residual, bf16::TOL);
+        }
+    }
+}
+
 /// The tensor cores' few-row linears split along K over a cluster: every
 /// configuration (empty splits included: K of one step), with and
 /// without GELU and with the residual, against the f64 reference on the
