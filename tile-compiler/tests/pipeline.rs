@@ -1172,6 +1172,44 @@ fn prefetches_run_before_the_wait_for_the_previous_kernel_and_loads_after() {
     assert!(p.find("griddepcontrol.wait;") < p.find("ld.global"));
 }
 
+/// A `get` whose value only addresses prefetches (a hint read) runs
+/// before the wait, through L2 alone; the same element read for the
+/// result waits, through the non-coherent path as before.
+#[test]
+fn a_get_only_prefetches_read_runs_before_the_wait() {
+    let k = compile(
+        "BK = [64]",
+        "fn tail<const BK: usize>(len: &Tensor<i32>, x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let early = len.get([0]);
+            if early > 0 {
+                x.prefetch([0, (early - 1) / BK], [1, BK]);
+            }
+            let n = len.get([0]);
+            y.store([0, 0], x.load([0, max(n - 1, 0) / BK], [1, BK]));
+        }",
+    );
+    for vectorized in [true, false] {
+        let p = ptx(&k, vectorized);
+        let at = |what: &str| p.find(what).unwrap_or_else(|| panic!("no `{what}` in\n{p}"));
+        assert!(at("ld.global.cg.s32") < at("prefetch.global.L2"));
+        assert!(at("prefetch.global.L2") < at("griddepcontrol.wait;"));
+        assert!(at("griddepcontrol.wait;") < at("ld.global.nc.s32"));
+        assert_eq!(p.matches("ld.global.cg").count(), 1, "one hint read");
+    }
+    // Read for anything else too, the element is no hint: the wait comes first.
+    let k = compile(
+        "BK = [64]",
+        "fn tail<const BK: usize>(len: &Tensor<i32>, x: &Tensor<f32>, y: &mut Tensor<f32>) {
+            let n = len.get([0]);
+            x.prefetch([0, n / BK], [1, BK]);
+            y.store([0, 0], x.load([0, n / BK], [1, BK]));
+        }",
+    );
+    let p = ptx(&k, false);
+    assert!(p.find("griddepcontrol.wait;") < p.find("ld.global"));
+    assert!(!p.contains("ld.global.cg"));
+}
+
 #[test]
 fn tensors_read_element_by_element_do_not_hold_back_the_vector_variant() {
     // `len` (one element a sequence, say) is read with `get`, `hits` is

@@ -110,6 +110,14 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
     let split = block_id(0) % SPLITS;
     let b = pair / heads;
     let h = pair % heads;
+    // While the previous kernel runs, L2 is asked for the split's first
+    // tiles of keys and values, located by a row read before the wait: a
+    // hint read, which a stale row only sends astray (the guide's chapter 11).
+    let early = cdiv(max(0, min(pos.get([b]), S - 1) + 1), BK);
+    if split * cdiv(early, SPLITS) < early {
+        k_cache.prefetch([b, split * cdiv(early, SPLITS), h], [1, BK, D]);
+        v_cache.prefetch([b, split * cdiv(early, SPLITS), h], [1, BK, D]);
+    }
     // The new token's row; the sequence's keys, at most the cache's capacity.
     let row = pos.get([b]);
     let keys = max(0, min(row, S - 1) + 1);

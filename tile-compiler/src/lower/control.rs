@@ -41,7 +41,7 @@ impl Lower<'_> {
             OpKind::NumBlocks(a) => vec![self.special(&format!("%nctaid.{}", ["x", "y", "z"][*a]))],
             OpKind::TensorDim { tensor, axis } => vec![self.tensors[tensor].dims[*axis].clone()],
             OpKind::Const(c) => vec![self.constant(*c, self.dtype(r.expect("result")))],
-            OpKind::Get { tensor, index } => vec![self.get(*tensor, index)],
+            OpKind::Get { tensor, index } => vec![self.get(*tensor, index, r.expect("result"))],
             OpKind::FetchAdd { tensor, index, value } => vec![self.fetch_add(*tensor, index, *value)],
             OpKind::Signal { tensor, index, value } => {
                 self.signal(*tensor, index, *value);

@@ -39,21 +39,27 @@ impl Lower<'_> {
 
     /// Reads one element (`pad` when out of bounds) with a predicated load.
     pub(super) fn load_element(&mut self, t: usize, coords: &[String], pad: &str) -> String {
-        let param = self.func.tensor(t).clone();
-        let (a, pred) = self.element_address(t, coords);
-        let class = RegClass::of(param.dtype);
-        let d = self.copy(class, pad);
-        let ty = if param.dtype.is_half() {
-            "b16"
-        } else {
-            arith_type(param.dtype)
-        };
-        let nc = if param.mutable || self.plan.coherent_reads {
+        let path = self.read_path(t);
+        self.read_element(t, coords, pad, path)
+    }
+
+    /// The cache path of tensor `t`'s reads: the non-coherent one
+    /// (`.nc`) for a tensor the kernel neither writes nor waits on.
+    fn read_path(&self, t: usize) -> &'static str {
+        if self.func.tensor(t).mutable || self.plan.coherent_reads {
             ""
         } else {
             ".nc"
-        };
-        self.emit(format!("@{pred} ld.global{nc}.{ty} {d}, [{a}];"));
+        }
+    }
+
+    /// [`Self::load_element`] through cache path `path` (`""`, `.nc`, `.cg`).
+    fn read_element(&mut self, t: usize, coords: &[String], pad: &str, path: &str) -> String {
+        let dtype = self.func.tensor(t).dtype;
+        let (a, pred) = self.element_address(t, coords);
+        let d = self.copy(RegClass::of(dtype), pad);
+        let ty = if dtype.is_half() { "b16" } else { arith_type(dtype) };
+        self.emit(format!("@{pred} ld.global{path}.{ty} {d}, [{a}];"));
         d
     }
 
@@ -103,10 +109,16 @@ impl Lower<'_> {
         }
     }
 
-    pub(super) fn get(&mut self, t: usize, index: &[ValueId]) -> String {
+    pub(super) fn get(&mut self, t: usize, index: &[ValueId], result: ValueId) -> String {
         let coords: Vec<String> = index.iter().map(|i| self.scalar(*i)).collect();
         let zero = self.constant(ConstVal::Int(0), self.func.tensor(t).dtype);
-        self.load_element(t, &coords, &zero)
+        let path = if self.plan.hint_reads.contains(&result) {
+            // A hint read: through L2 alone (`plan::dependency`).
+            ".cg"
+        } else {
+            self.read_path(t)
+        };
+        self.read_element(t, &coords, &zero, path)
     }
 
     /// A block's `fetch_add`: after a barrier (the block's accesses before
@@ -458,13 +470,8 @@ impl Lower<'_> {
 
     pub(super) fn load(&mut self, t: usize, index: &[ValueId], pad: ValueId, result: ValueId) -> Vec<String> {
         let l = self.layout(result);
-        let param = self.func.tensor(t).clone();
-        let dtype = param.dtype;
-        let nc = if param.mutable || self.plan.coherent_reads {
-            ""
-        } else {
-            ".nc"
-        };
+        let dtype = self.func.tensor(t).dtype;
+        let nc = self.read_path(t);
         let pad = self.scalar(pad);
         let accesses = self.accesses(t, index, l, false);
         let mut regs = vec![String::new(); l.num_regs()];

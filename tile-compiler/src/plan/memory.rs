@@ -280,6 +280,7 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             None => ScratchAt::Static,
             Some(offset) => ScratchAt::Dynamic(offset),
         };
+        let hint_reads = super::dependency::hint_reads(&cx.func.body);
         return Ok(Plan {
             specialization: fp.specialization,
             loops: fp.loops,
@@ -297,7 +298,8 @@ pub fn place(cx: &Context, specialize: Option<(bool, bool)>, persistent: bool) -
             threads,
             min_blocks,
             persistent: how.persistent,
-            waits_at: super::dependency::waits_at(&cx.func.body),
+            waits_at: super::dependency::waits_at(&cx.func.body, &hint_reads),
+            hint_reads,
             coherent_reads: super::dependency::waits_for_stores(&cx.func.body),
             gathers: super::gather::plan(cx.func),
         });

@@ -178,6 +178,9 @@ pub struct Plan {
     /// kernel's memory ([`dependency`]); persistent and warp-specialized
     /// kernels wait at their start.
     pub waits_at: usize,
+    /// The `get`s only prefetches read, which may run before that wait
+    /// and read through L2 alone ([`dependency`]).
+    pub hint_reads: HashSet<ValueId>,
     /// Whether read-only tensors are read through coherent loads: the
     /// kernel waits for stores made while it runs ([`dependency`]).
     pub coherent_reads: bool,
