@@ -6,8 +6,9 @@
 
 A step starts with its `embedding` kernel, so the launches are cut there;
 the last step is the table (each kernel profiled alone: no dependent
-launch overlaps its start). Kernels are grouped by name and grid, which
-tells a layer's products apart (QKV and `fc` share a kernel).
+launch overlaps its start). Kernels are grouped by name, grid and place
+in a layer (the step's repeating run of launches), which tells a layer's
+products apart where two share a kernel and a grid.
 """
 
 import csv
@@ -50,17 +51,42 @@ def main():
     if len(step) != len(before):
         sys.exit(f"the last step has {len(step)} launches and the one before {len(before)}: no steady step")
     total = sum(us for _, _, us in step)
+    period, start, layers = layer_pattern(step)
     groups = {}
-    for name, grid, us in step:
-        g = groups.setdefault((name, grid), [0, 0.0])
+    for i, (name, grid, us) in enumerate(step):
+        inside = start <= i < start + period * layers
+        at = (i - start) % period + 1 if inside else None
+        g = groups.setdefault((name, grid, at), [0, 0.0])
         g[0] += 1
         g[1] += us
     print(f"{len(all_steps) - 1} decode steps profiled; the last: {len(step)} kernels, {total:.1f} us one at a time")
+    print(f"{layers} layers of {period} kernels from launch {start + 1}")
     print()
-    print("| kernel | grid | launches | µs each | µs | share |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for (name, grid), (n, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
-        print(f"| `{name}` | {grid} | {n} | {us / n:.2f} | {us:.1f} | {100 * us / total:.1f}% |")
+    print("| kernel | grid | in the layer | launches | µs each | µs | share |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for (name, grid, at), (n, us) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        place = "–" if at is None else at
+        print(f"| `{name}` | {grid} | {place} | {n} | {us / n:.2f} | {us:.1f} | {100 * us / total:.1f}% |")
+
+
+def layer_pattern(step):
+    """(period, first launch, repeats) of the longest run of launches that
+    repeats one kernel sequence: the layers, whose kernels the table then
+    tells apart by their place in a layer (two products of one kernel and
+    grid, say)."""
+    keys = [(name, grid) for name, grid, _ in step]
+    best = (1, 0, 0)
+    for period in range(1, len(keys) // 2 + 1):
+        for start in range(period):
+            repeats = 0
+            while start + period * (repeats + 1) <= len(keys) and (
+                repeats == 0
+                or keys[start + period * repeats : start + period * (repeats + 1)] == keys[start : start + period]
+            ):
+                repeats += 1
+            if repeats >= 2 and period * repeats > best[0] * best[2]:
+                best = (period, start, repeats)
+    return best
 
 
 if __name__ == "__main__":
