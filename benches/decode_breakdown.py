@@ -5,10 +5,10 @@
     python3 benches/decode_breakdown.py step.csv
 
 A step starts with its `embedding` kernel, so the launches are cut there;
-the last step is the table (each kernel profiled alone: no dependent
-launch overlaps its start). Kernels are grouped by name, grid and place
-in a layer (the step's repeating run of launches), which tells a layer's
-products apart where two share a kernel and a grid.
+the last whole step is the table (each kernel profiled alone: no
+dependent launch overlaps its start). Kernels are grouped by name, grid
+and place in a layer (the step's repeating run of launches), which tells
+a layer's products apart where two share a kernel and a grid.
 """
 
 import csv
@@ -47,9 +47,16 @@ def main():
     all_steps = steps(launches(sys.argv[1]))
     if len(all_steps) < 3:
         sys.exit(f"{sys.argv[1]}: {len(all_steps)} steps; profile a prefill and two decode steps or more")
-    step, before = all_steps[-1], all_steps[-2]
-    if len(step) != len(before):
-        sys.exit(f"the last step has {len(step)} launches and the one before {len(before)}: no steady step")
+    # A profile cut short (ncu stopped) ends in a partial step: the table
+    # is then the last whole one, which has as many launches as its predecessor.
+    decode = all_steps[1:]
+    whole = [i for i in range(1, len(decode)) if len(decode[i]) == len(decode[i - 1])]
+    if not whole:
+        sys.exit(f"{sys.argv[1]}: no two decode steps of as many launches: no steady step")
+    last = whole[-1]
+    step = decode[last]
+    if last != len(decode) - 1:
+        print(f"the last step ({len(decode[-1])} launches) is partial: step {last + 1} of {len(decode)}")
     total = sum(us for _, _, us in step)
     period, start, layers = layer_pattern(step)
     groups = {}
@@ -59,7 +66,7 @@ def main():
         g = groups.setdefault((name, grid, at), [0, 0.0])
         g[0] += 1
         g[1] += us
-    print(f"{len(all_steps) - 1} decode steps profiled; the last: {len(step)} kernels, {total:.1f} us one at a time")
+    print(f"{len(decode)} decode steps profiled; the table's: {len(step)} kernels, {total:.1f} us one at a time")
     print(f"{layers} layers of {period} kernels from launch {start + 1}")
     print()
     print("| kernel | grid | in the layer | launches | µs each | µs | share |")
