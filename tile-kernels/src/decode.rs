@@ -113,10 +113,11 @@ pub fn decode_attention<T, const BK: usize, const D: usize, const SPLITS: usize>
     // While the previous kernel runs, L2 is asked for the split's first
     // tiles of keys and values, located by a row read before the wait: a
     // hint read, which a stale row only sends astray (the guide's chapter 11).
-    let early = cdiv(max(0, min(pos.get([b]), S - 1) + 1), BK);
-    if split * cdiv(early, SPLITS) < early {
-        k_cache.prefetch([b, split * cdiv(early, SPLITS), h], [1, BK, D]);
-        v_cache.prefetch([b, split * cdiv(early, SPLITS), h], [1, BK, D]);
+    let early_tiles = cdiv(max(0, min(pos.get([b]), S - 1) + 1), BK);
+    let early_first = split * cdiv(early_tiles, SPLITS);
+    if early_first < early_tiles {
+        k_cache.prefetch([b, early_first, h], [1, BK, D]);
+        v_cache.prefetch([b, early_first, h], [1, BK, D]);
     }
     // The new token's row; the sequence's keys, at most the cache's capacity.
     let row = pos.get([b]);
